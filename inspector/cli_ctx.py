@@ -199,7 +199,7 @@ def get(db: Path, budget_text: str, query: str | None, model: str | None, explai
     finally:
         store.close()
     if empty and not as_json:  # the plain output was nothing at all, exit 0, as if the command had hung up
-        echo(f"{db} holds no items yet: add some with `ctx add` or `ctx import`", err=True)
+        echo(f"cp-inspect: {db} holds no items yet: add some with `ctx add` or `ctx import`", err=True)
     if as_json:
         m = window.manifest()
         m["messages"] = [{"role": e.role, "content": e.text} for e in window.entries]
@@ -288,6 +288,10 @@ def expand(db: Path, item_id: int, offset: int | None, limit: int | None, whole:
     # text; where it stands and how to get the rest go to stderr.
     echo(text, nl=False)
     lead = "\n" if text and not text.endswith("\n") else ""  # the note starts a line of its own
-    rest = f"\nnext page: ctx expand --db {db} {page.item_id} --offset {page.end} (or --all)" if page.left else ""
+    rest = (
+        f"\ncp-inspect: next page: ctx expand --db {db} {page.item_id} --offset {page.end} (or --all)"
+        if page.left
+        else ""
+    )
     if page.note():
-        echo(f"{lead}{page.note()}{rest}", err=True)
+        echo(f"{lead}cp-inspect: {page.note()}{rest}", err=True)

@@ -49,7 +49,7 @@ def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: 
 
         if not (as_json or markdown):
             for f in failures:
-                typer.secho(f"FAILED {f}", fg=typer.colors.RED, err=True)
+                typer.secho(f"cp-inspect: gate failed: {f}", fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
 
 

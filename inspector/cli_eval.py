@@ -47,7 +47,7 @@ def eval_(trajectories: Path | None, per_trajectory: bool, as_json: bool) -> Non
     if trajectories is not None and not trajectory_files(root):
         # A table of zeros (it crashed on a KeyError before) would read as a result.
         fail(f"--trajectories {trajectories}: no trajectory files (*.json, *.traj) in it, nor in its subfolders", 2)
-    report = run_eval(root, progress=None if as_json else (lambda s: echo(s, err=True)))
+    report = run_eval(root, progress=None if as_json else (lambda s: echo(f"cp-inspect: {s}", err=True)))
     if not report.results:
         why = "; ".join(f"{name}: {reason}" for name, reason in report.skipped[:3])
         fail(f"no trajectory under {root} could be read ({counted(len(report.skipped), 'file')} skipped: {why})")

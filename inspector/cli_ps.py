@@ -9,7 +9,7 @@ import json
 from engine.errors import ContextPipeError
 
 from .cli_output import echo
-from .recording_open import fail
+from .recording_open import fail, warn
 
 
 def ps(as_json: bool = False) -> None:
@@ -26,7 +26,7 @@ def ps(as_json: bool = False) -> None:
     # On stderr, so that --json and the table stay what a script parses; a refused socket made ps say
     # only "no live agents" where `attach PID` explained it.
     for s in skipped:
-        echo(f"ps: skipped {s.target}: {s.reason}", err=True)
+        warn(f"skipped {s.target}: {s.reason}")
     if as_json:
         echo(json.dumps([a.to_json() for a in agents], indent=2))
         return

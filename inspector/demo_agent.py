@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         corpus = load_corpus()
     except (OSError, ContextPipeError) as exc:
-        print(f"demo agent: cannot read its recorded repository {CORPUS}: {exc} (run it from a clone of "
+        print(f"cp-inspect: demo agent: cannot read its recorded repository {CORPUS}: {exc} (run it from a clone of "
               "the project: pip install -e .)", file=sys.stderr)
         return 1
     pipe, state = build_pipeline(args, clock)

@@ -439,7 +439,8 @@ def _supervise(
             raise _Stopped(stopped[0])
         if child.poll() is None:
             typer.echo(
-                f"the agent (pid {child.pid}) is still running; waiting for it (Ctrl-C stops it)", err=True
+                f"cp-inspect: the agent (pid {child.pid}) is still running; waiting for it (Ctrl-C stops it)",
+                err=True,
             )
             signal.signal(signal.SIGINT, forward)
     while True:
@@ -457,11 +458,11 @@ def _tui(
     from engine.errors import ContextPipeError
     from inspector.run_tui import run_session_source
 
-    typer.echo(f"waiting for the agent's first model call (agent output: {agent_log}) ...", err=True)
+    typer.echo(f"cp-inspect: waiting for the agent's first model call (agent output: {agent_log}) ...", err=True)
     src = None
     while src is None:
         if child.poll() is not None:
-            typer.echo("the agent ended before the inspector could attach", err=True)
+            typer.echo("cp-inspect: the agent ended before the inspector could attach", err=True)
             return
         try:
             src = run_session_source(px.pid, 1, timeout=2.0)

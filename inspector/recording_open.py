@@ -4,6 +4,19 @@
 60-80 ms of CPU before a long recording's first frame. These two helpers are what `replay` needs of the
 command-line plumbing, so they import typer only on the way out, to print and exit exactly as the
 typer commands do (cli_common.py re-exports them for those).
+
+What every command writes to stderr, one convention (the lines a person reads beside the output, which
+stays on stdout for a script):
+- every line starts with `cp-inspect: `, so it is told apart from the agent's output, a pipe's other
+  commands or the recording's text;
+- an error, after which the command stops (exit 1, or 2 for a wrong argument): `cp-inspect: MESSAGE`
+  (`fail`): what is wrong and what to do;
+- a warning, after which the command goes on (a file skipped, a recording cut off, an option ignored):
+  `cp-inspect: warning: MESSAGE` (`warn`);
+- what a running command says it is doing or where things are (the proxy's address, a page's place,
+  the evaluation's progress): `cp-inspect: MESSAGE`; the exit status tells it from an error.
+Typer's own usage errors (`Usage: ...` and its box) and Ctrl-C's `Aborted!` are click's, left as they are.
+Lines of a report on stdout (`note: ...` in verify, simulate, import) are the report's, not these.
 """
 
 from __future__ import annotations
@@ -24,9 +37,10 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def warn(message: str) -> None:
+    """Say something is wrong or left out while the command goes on (see the module's docstring)."""
     import typer
 
-    typer.secho(f"warning: {message}", fg=typer.colors.YELLOW, err=True)
+    typer.secho(f"cp-inspect: warning: {message}", fg=typer.colors.YELLOW, err=True)
 
 
 def about(path: Path, exc: Exception) -> str:

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import typer
 from textual.app import App
 from textual.binding import Binding
 
@@ -27,6 +26,7 @@ from engine.probe.watch import FleetWatcher
 
 from .app import InspectorApp
 from .messages import SourceDisconnected
+from .recording_open import warn
 from .sources import Source
 from .sources.live import LiveSource
 from .top_app import TopApp
@@ -185,4 +185,4 @@ def pick_session(
         try:
             return open_session(parsed[1]), choice
         except ContextPipeError as exc:  # the session's socket went away between the list and the key
-            typer.secho(f"cannot open session {choice}: {exc}", fg=typer.colors.YELLOW, err=True)
+            warn(f"cannot open session {choice}: {exc}")

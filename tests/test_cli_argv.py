@@ -608,7 +608,7 @@ def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, t
     if entry == SCRIPT and plain_command(argv, {}) is not None:
         # Read directly: pydantic never imported, nor typer unless the command fails (fail() prints and
         # exits through it), verify reports a mismatch or report skips a recording (its yellow line).
-        skipped = any(line.startswith("warning: skipped") for line in direct_err)
+        skipped = any(line.startswith("cp-inspect: warning: skipped") for line in direct_err)
         assert json.loads(direct_mods) == ([] if direct.returncode == 0 and not skipped else ["typer"])
     assert "pydantic" in json.loads(typed_mods) or typed_code != 0 or argv[-1] == "--help"
 

@@ -32,7 +32,7 @@ def _one_error(r: subprocess.CompletedProcess[str], code: int, says: str) -> Non
     """Exit `code`, nothing on stdout, and stderr's only error line (after any warnings) saying `says`."""
     assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and r.stdout == "", (r.stdout, r.stderr)
-    errors = [line for line in r.stderr.splitlines() if not line.startswith("warning:")]
+    errors = [line for line in r.stderr.splitlines() if not line.startswith("cp-inspect: warning:")]
     assert len(errors) == 1 and errors[0].startswith("cp-inspect: ") and says in errors[0], r.stderr
 
 
@@ -68,7 +68,9 @@ def test_salvage_of_a_recording_with_no_whole_turn_writes_nothing(tmp_path: Path
     out = tmp_path / "fixed.cpsession"
     r = _cli("salvage", str(cut), "-o", str(out))
     _one_error(r, 1, f"nothing to salvage: {cut} holds no complete turn; nothing was written")
-    assert r.stderr.startswith("warning: ") and "0 complete turns kept" in r.stderr  # the cut, said once
+    assert (
+        r.stderr.startswith("cp-inspect: warning: ") and "0 complete turns kept" in r.stderr
+    )  # the cut, said once
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.cpsession"]
 
 
@@ -182,7 +184,7 @@ def test_a_damage_warning_names_its_file_among_several(tmp_path: Path) -> None:
     cut.write_bytes(data[: len(data) // 2])
     r = _cli("simulate", str(DEMO), str(cut), "--json")
     assert r.returncode == 0, r.stderr
-    assert r.stderr.startswith(f"warning: {cut}: last frame at offset "), r.stderr
+    assert r.stderr.startswith(f"cp-inspect: warning: {cut}: last frame at offset "), r.stderr
 
 
 def test_import_says_when_the_model_it_records_has_no_price(tmp_path: Path) -> None:
@@ -253,7 +255,9 @@ def test_report_says_a_skipped_recording_as_a_warning(tmp_path: Path) -> None:
     text.write_text("not a recording\n")
     r = _cli("report", str(DEMO), str(text), "--json")
     assert r.returncode == 0 and r.stdout.startswith("{"), r.stderr
-    assert r.stderr.startswith(f"warning: skipped {text}: it is not a cpsession recording"), r.stderr
+    assert r.stderr.startswith(f"cp-inspect: warning: skipped {text}: it is not a cpsession recording"), (
+        r.stderr
+    )
     assert len(r.stderr.splitlines()) == 1, r.stderr
 
 

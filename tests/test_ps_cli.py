@@ -95,10 +95,10 @@ def test_ps_names_a_socket_owned_by_another_user(monkeypatch: pytest.MonkeyPatch
         assert res.exit_code == 0, res.output
         err = res.stderr.splitlines()
         assert len(err) == 2, res.stderr
-        mine = next(line for line in err if line.startswith(f"ps: skipped {live}: "))
+        mine = next(line for line in err if line.startswith(f"cp-inspect: warning: skipped {live}: "))
         assert f"{d / f'{live}.sock'} is owned by uid 65534, not by you (uid 0)" in mine
         assert "run cp-inspect as that user" in mine
-        gone = next(line for line in err if line.startswith(f"ps: skipped {dead}: "))
+        gone = next(line for line in err if line.startswith(f"cp-inspect: warning: skipped {dead}: "))
         assert f"its process {dead} has exited: remove it: rm {d / f'{dead}.sock'}" in gone
         assert "no live agents that you can attach to (2 skipped, see above)" in res.stdout
         # Neither is removed (not ours to remove) nor connected to; --json stays a bare array.
@@ -126,9 +126,11 @@ def test_ps_names_an_entry_that_is_not_a_socket(monkeypatch: pytest.MonkeyPatch)
         assert res.exit_code == 0, res.output
         err = res.stderr.splitlines()
         assert len(err) == 2, res.stderr
-        link = next(line for line in err if line.startswith(f"ps: skipped {os.getpid()}: "))
+        link = next(line for line in err if line.startswith(f"cp-inspect: warning: skipped {os.getpid()}: "))
         assert "is a symlink, not a socket" in link and f"rm {d / f'{os.getpid()}.sock'}" in link
-        plain = next(line for line in err if line.startswith(f"ps: skipped {os.getppid()}.7: "))
+        plain = next(
+            line for line in err if line.startswith(f"cp-inspect: warning: skipped {os.getppid()}.7: ")
+        )
         assert "is a regular file, not a socket" in plain
         assert "no live agents that you can attach to (2 skipped" in res.stdout
     finally:

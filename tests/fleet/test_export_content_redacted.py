@@ -37,7 +37,7 @@ def test_content_under_redact_is_said_and_not_sent() -> None:
         out = _export(rx.url, redact=True)
         assert out.returncode == 0 and out.stdout.startswith("exported "), out.stderr
         assert out.stderr == (
-            "warning: --content is ignored: CONTEXTPIPE_REDACT is set, which keeps prompt text out of every export\n"
+            "cp-inspect: warning: --content is ignored: CONTEXTPIPE_REDACT is set, which keeps prompt text out of every export\n"
         )
         assert rx.calls and not any("gen_ai.input.messages" in s["attributes"] for s in rx.calls)
     with OtlpReceiver() as rx:  # without it, the text goes, and nothing is said

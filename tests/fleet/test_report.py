@@ -219,9 +219,9 @@ def test_a_skipped_recording_is_named_once(tmp_path: Path) -> None:
     (fleet / "bb-empty.cpsession").write_bytes(b"")
     out = _cli("report", str(fleet))
     assert out.returncode == 0, out.stderr
-    skipped = [line for line in out.stderr.splitlines() if line.startswith("warning: skipped ")]
+    skipped = [line for line in out.stderr.splitlines() if line.startswith("cp-inspect: warning: skipped ")]
     assert len(skipped) == 2 and len(out.stderr.splitlines()) == 2, out.stderr  # a warning as every command's
     for line, name, why in zip(skipped, ("aa-corrupt", "bb-empty"), ("it is not a cpsession", "it is empty"),
                                strict=True):
         path = str(fleet / f"{name}.cpsession")
-        assert line.startswith(f"warning: skipped {path}: {why}") and line.count(path) == 1, line
+        assert line.startswith(f"cp-inspect: warning: skipped {path}: {why}") and line.count(path) == 1, line
