@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,18 @@ from engine.recording.cpsession import RecordingReader  # noqa: E402
 from engine.recording.journal import unpack_event  # noqa: E402
 from engine.recording.replay import Replayer  # noqa: E402
 from tests.capture.standin import StandIn  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_env(runtime_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of an agent a test runs through the proxy (`cp-inspect run -- AGENT`): this
+    checkout importable, the probe's sockets in `runtime_dir`, `extra` on top, and none of the tester's
+    base URLs (OPENAI_BASE_URL and the like), which would send the agent's calls past the proxy."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(runtime_dir), **extra}
+    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
+        env.pop(k, None)
+    return env
 
 
 @pytest.fixture(scope="module")

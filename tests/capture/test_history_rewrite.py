@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from engine.capture.tap import tap
 from engine.recording.journal import trace_of
-from tests.capture.conftest import Proxied, errors, events_of, verify_ok
+from tests.capture.conftest import Proxied, errors, events_of, run_env, verify_ok
 from tests.capture.standin import StandIn
 
 SYSTEM = "You are a careful coding agent."
@@ -159,7 +159,6 @@ def test_a_summary_after_everything_kept_is_fed_as_new(standin: StandIn, tmp_pat
 def test_mini_swe_agent_compacting_its_history_through_run(tmp_path: Path) -> None:
     """A real agent, mini-swe-agent, through `cp-inspect run`, with an agent class that compacts before
     its fourth call (tests/capture/compacting_agent.py)."""
-    import os
     import shutil
     import subprocess
     import sys
@@ -169,18 +168,14 @@ def test_mini_swe_agent_compacting_its_history_through_run(tmp_path: Path) -> No
     pytest.importorskip("minisweagent", reason="mini-swe-agent is in the test extra")
     from tests.capture.compacting_agent import SUMMARY as MINI_SUMMARY
 
-    root = Path(__file__).resolve().parents[2]
     mini = shutil.which("mini", path=str(Path(sys.executable).parent)) or shutil.which("mini")
     assert mini is not None
     standin = StandIn(script=[{"bash": "echo step-one"}, {"bash": "echo step-two"}, {"bash": "echo step-three"},
                               {"bash": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]).start()
     try:
         rec = tmp_path / "rec"
-        env = {**os.environ, "PYTHONPATH": str(root), "XDG_RUNTIME_DIR": str(tmp_path),
-               "OPENAI_API_KEY": "sk-test-mini", "MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
-               "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "mini-config"), "MSWEA_COST_TRACKING": "ignore_errors"}
-        for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
-            env.pop(k, None)
+        env = run_env(tmp_path, OPENAI_API_KEY="sk-test-mini", MSWEA_CONFIGURED="true", MSWEA_SILENT_STARTUP="1",
+                        MSWEA_GLOBAL_CONFIG_DIR=str(tmp_path / "mini-config"), MSWEA_COST_TRACKING="ignore_errors")
         work = tmp_path / "work"
         work.mkdir()
         p = subprocess.run(

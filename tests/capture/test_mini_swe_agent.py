@@ -13,7 +13,6 @@ imported, reports the same usage.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from engine.importers import load
-from tests.capture.conftest import errors, events_of, usages, verify_ok
+from tests.capture.conftest import errors, events_of, run_env, usages, verify_ok
 from tests.capture.standin import StandIn
 
 pytest.importorskip("minisweagent", reason="mini-swe-agent is in the test extra: pip install -e '.[test]'")
@@ -58,19 +57,15 @@ def test_mini_swe_agent_through_run(tmp_path: Path, model: str, expect: dict[str
     ).start()
     try:
         rec, traj = tmp_path / "rec", tmp_path / "mini.traj.json"
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "XDG_RUNTIME_DIR": str(tmp_path),
-            "OPENAI_API_KEY": "sk-test-mini",
-            "ANTHROPIC_API_KEY": "sk-ant-test-mini",
-            "MSWEA_CONFIGURED": "true",
-            "MSWEA_SILENT_STARTUP": "1",
-            "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "mini-config"),
-            "MSWEA_COST_TRACKING": "ignore_errors",
-        }
-        for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
-            env.pop(k, None)
+        env = run_env(
+            tmp_path,
+            OPENAI_API_KEY="sk-test-mini",
+            ANTHROPIC_API_KEY="sk-ant-test-mini",
+            MSWEA_CONFIGURED="true",
+            MSWEA_SILENT_STARTUP="1",
+            MSWEA_GLOBAL_CONFIG_DIR=str(tmp_path / "mini-config"),
+            MSWEA_COST_TRACKING="ignore_errors",
+        )
         cmd = [
             sys.executable,
             "-m",

@@ -14,18 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-from tests.capture.conftest import errors, usages, verify_ok
+from tests.capture.conftest import errors, run_env, usages, verify_ok
 from tests.capture.standin import StandIn
 from tests.support.ctrl_c import ctrl_c_as_in_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _env(rtdir: Path) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(rtdir)}
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
-        env.pop(k, None)
-    return env
 
 
 def test_run_no_tui_records_child_and_returns_its_exit_code(
@@ -52,7 +45,7 @@ def test_run_no_tui_records_child_and_returns_its_exit_code(
         "--exit",
         "3",
     ]
-    p = subprocess.run(cmd, env=_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(cmd, env=run_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert p.returncode == 3, p.stderr
     assert "turn 3: Hello from the stand-in." in p.stdout  # the agent's output reaches the terminal
     assert "session 1 (gpt-4o): 4 calls, 0 errors" in p.stderr
@@ -67,7 +60,7 @@ def test_run_no_tui_records_child_and_returns_its_exit_code(
 def test_run_of_one_call_says_one_call(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
     cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(tmp_path / "rec"),
            "--upstream", standin.url, "--", sys.executable, "-m", "tests.capture.script_agent", "--turns", "1"]
-    p = subprocess.run(cmd, env=_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(cmd, env=run_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     assert "session 1 (gpt-4o): 1 call, 0 errors -> " in p.stderr, p.stderr
     # The agent has the terminal: the run says how to watch it from another (it said nothing of it, and
@@ -81,7 +74,7 @@ def test_run_of_one_call_says_one_call(standin: StandIn, tmp_path: Path, rtdir: 
 def test_run_without_command_says_what_to_do(tmp_path: Path, rtdir: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "inspector.cli", "run", "--no-tui"],
-        env=_env(rtdir),
+        env=run_env(rtdir),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -106,7 +99,7 @@ def test_run_missing_command(standin: StandIn, tmp_path: Path, rtdir: Path) -> N
             "--",
             "no-such-agent-binary-xyz",
         ],
-        env=_env(rtdir),
+        env=run_env(rtdir),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -133,7 +126,7 @@ def test_proxy_command_free_port_and_sigterm(standin: StandIn, tmp_path: Path, r
             "--upstream",
             standin.url,
         ],
-        env=_env(rtdir),
+        env=run_env(rtdir),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -151,7 +144,7 @@ def test_proxy_command_free_port_and_sigterm(standin: StandIn, tmp_path: Path, r
             time.sleep(0.05)
         out = subprocess.run(
             [sys.executable, "-m", "inspector.cli", "ps"],
-            env=_env(rtdir),
+            env=run_env(rtdir),
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -171,7 +164,7 @@ def test_proxy_command_free_port_and_sigterm(standin: StandIn, tmp_path: Path, r
 def test_proxy_refuses_remote_host_without_flag(tmp_path: Path, rtdir: Path) -> None:
     p = subprocess.run(
         [sys.executable, "-m", "inspector.cli", "proxy", "--host", "0.0.0.0", "--record-dir", str(tmp_path)],
-        env=_env(rtdir),
+        env=run_env(rtdir),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -193,7 +186,7 @@ def test_run_on_a_taken_port_says_so_once_and_leaves_no_log(tmp_path: Path, rtdi
         rec = tmp_path / "rec"
         cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--port", str(port), "--record-dir",
                str(rec), "--", sys.executable, "-c", "pass"]
-        p = subprocess.run(cmd, env=_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=120)
+        p = subprocess.run(cmd, env=run_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p.stderr
     assert p.stderr == (
         f"cp-inspect: the proxy could not listen on 127.0.0.1:{port}: address already in use: another program "
@@ -208,7 +201,7 @@ def test_ctrl_c_before_the_first_call_is_said_as_such(tmp_path: Path, rtdir: Pat
     # foreground process group: the run and the agent both.
     cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(tmp_path / "rec"), "--",
            sys.executable, "-c", "import time; time.sleep(60)"]
-    p = subprocess.Popen(cmd, env=_env(rtdir), cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    p = subprocess.Popen(cmd, env=run_env(rtdir), cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=ctrl_c_as_in_a_terminal)
     try:
         assert p.stderr is not None
@@ -236,12 +229,12 @@ def test_ps_shows_a_run_sessions_agent_command_not_the_proxys(standin: StandIn, 
     agent = [sys.executable, "-c", "import time; from tests.capture.script_agent import main; main(); time.sleep(60)"]
     cmd = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(tmp_path / "rec"),
            "--upstream", standin.url, "--", *agent, "--turns", "1"]
-    p = subprocess.Popen(cmd, env=_env(rtdir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    p = subprocess.Popen(cmd, env=run_env(rtdir), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while True:
-            ps = subprocess.run([sys.executable, "-m", "inspector.cli", "ps", "--json"], env=_env(rtdir), cwd=ROOT,
+            ps = subprocess.run([sys.executable, "-m", "inspector.cli", "ps", "--json"], env=run_env(rtdir), cwd=ROOT,
                                 capture_output=True, text=True, timeout=60)
             rows = [r for r in json.loads(ps.stdout or "[]") if r["session"] == 1]
             if rows and rows[0]["turns"]:

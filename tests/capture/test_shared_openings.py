@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from engine.capture.proxy.recording import Recorder
 from engine.capture.proxy.server import ProxyServer
 from engine.recording.journal import trace_of
-from tests.capture.conftest import Proxied, errors, events_of, verify_ok
+from tests.capture.conftest import Proxied, errors, events_of, run_env, verify_ok
 from tests.capture.standin import StandIn
 from tests.capture.test_history_rewrite import SCRIPT, _openai_agent, _rewrite_recorded
 
@@ -298,9 +298,7 @@ def test_run_says_which_session_has_another_ones_opening(
 ) -> None:
     """`cp-inspect run -- AGENT` whose agent does its task twice: the summary names both sessions and says
     the second has the first one's opening."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_RUNTIME_DIR": str(rtdir)}
-    for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
-        env.pop(k, None)
+    env = run_env(rtdir)
     standin.script = []
     rec = tmp_path / "rec"
     cmd = [
