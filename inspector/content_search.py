@@ -62,12 +62,13 @@ def scan_source(source: Source) -> Source:
 
 
 def stream_for(source: Source) -> SentStream | JournalStream | None:
-    """A one-pass stream of the builds: a recording's (SentStream), a live agent's journal as received
-    (JournalStream); None for a file still being written (read turn by turn)."""
+    """A one-pass stream of the builds: a finished recording's (SentStream, a reader of its own), a
+    followed recording's or a live agent's journal as read so far (JournalStream); None for a source that
+    keeps no journal (synthetic: read turn by turn)."""
     from inspector.sources.file import FileSource
 
-    if isinstance(source, FileSource) and not source.follow_file:
-        return SentStream(source.path)
+    if isinstance(source, FileSource):
+        return JournalStream(source) if source.follow_file else SentStream(source.path)
     if (
         source.kind == "live"
         and hasattr(source, "replayer")
@@ -123,7 +124,8 @@ class SentStream:
 
 class JournalStream:
     """Each turn's build of a live agent's journal as received (inspector/sources/live.py's `events`, a
-    list that grows), in one pass as SentStream makes a recording's: a pipeline of its own folds the
+    list that grows) or of a followed recording's as read so far (FileSource's paged journal, which grows
+    as the file does), in one pass as SentStream makes a finished recording's: a pipeline of its own folds the
     events in order and builds each request in place, and goes on from where it stopped when the next
     jump asks for turns that arrived since. Turn by turn (the source's section_content: a re-plan from
     the nearest folded state, a deep copy of the pipeline a turn) took ~4x the CPU. The events are the
@@ -132,7 +134,7 @@ class JournalStream:
     last turn a scan goes to."""
 
     def __init__(self, source: Any) -> None:
-        self.source = source
+        self.source = source  # a ReplayingSource: `events` and `replayer(turn)`
         self.pipe: Any = None
         self.fail_keys: frozenset[str] | None = None  # the spill failures the pipeline was made with
         self.at = 0  # events of `source.events` folded

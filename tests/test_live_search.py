@@ -160,3 +160,25 @@ async def test_slash_while_attached_reads_the_journal_once(
             assert scan.stream is not None and scan.stream.past >= 10 and scan.unreadable == 0
     finally:
         pipe.close()
+
+
+def test_a_followed_recording_is_read_in_one_pass_too() -> None:
+    """`replay FILE --follow` (a recording another process still writes): its journal as read so far,
+    streamed as a live agent's is (it was read turn by turn, a re-plan a turn), counts equal."""
+    from inspector.sources.file import FileSource
+
+    demo = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
+    src = FileSource(demo, follow=True)
+    try:
+        turns = [t["turn"] for chunk in src.load_chunks() for t in chunk.traces]
+        assert len(turns) == 40
+        for text in ("latch", "list_files", "## user"):
+            stream = stream_for(src)
+            assert isinstance(stream, JournalStream)
+            got = ContentScan(text, src, stream)
+            got.scan_to(turns, lambda: False)
+            want = _stepped(text, src, turns)
+            assert got.counts == want.counts and got.changes == want.changes and any(got.counts), text
+            assert stream.past == turns[-1]
+    finally:
+        src.close()
