@@ -540,6 +540,15 @@ def demo(
         _check_new_recording(record, "demo.cpsession")
     if not no_tui:  # before the agent is started
         need_terminal("demo", "or `cp-inspect demo --no-tui` to run the agent headless")
+        # The inspector attaches through the probe: a runtime directory it may not use (another user's, or
+        # one others may write) ran the whole agent without one, then said "the agent (pid N) exited with
+        # code 0" over the agent's own warning.
+        from engine.probe.runtime_dir import ProbeError, ensure_runtime_dir
+
+        try:
+            ensure_runtime_dir()
+        except ProbeError as exc:
+            fail(str(exc))
     rec = record or Path(tempfile.mkdtemp(prefix="cp-demo-")) / "demo.cpsession"
     cmd = [
         sys.executable, "-m", "inspector.demo_agent", "--turns", str(turns), "--record", str(rec),

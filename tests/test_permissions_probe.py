@@ -195,10 +195,8 @@ def _state(pid: int) -> str:
         return "gone"
 
 
-@pytest.mark.parametrize("how", ["another user's", "group-writable", "world-writable"])
-def test_a_runtime_directory_that_is_not_safely_ours_is_refused_and_the_agent_runs_on(
-    sb: Sandbox, how: str
-) -> None:
+def _unsafe_runtime_dir(sb: Sandbox, how: str) -> tuple[Path, Path, str]:
+    """(XDG_RUNTIME_DIR, its contextpipe directory made unsafe as `how` says, what the refusal says)."""
     if how == "another user's" and not IS_ROOT:
         pytest.skip("a directory owned by another user needs root to make")
     xdg = sb.dir("xdg", writable=True)
@@ -206,11 +204,17 @@ def test_a_runtime_directory_that_is_not_safely_ours_is_refused_and_the_agent_ru
     rt.mkdir()
     if how == "another user's":
         rt.chmod(0o755)  # root's: the child may read it but not own it
-        says = f"is owned by uid {os.getuid()}, not by you (uid {child_uid()}); refusing to use it"
-    else:
-        os.chown(rt, child_uid(), -1)
-        rt.chmod(0o770 if how == "group-writable" else 0o777)
-        says = f"has mode {rt.stat().st_mode & 0o777:04o}; it must be 0700 (fix with: chmod 700 {rt})"
+        return xdg, rt, f"is owned by uid {os.getuid()}, not by you (uid {child_uid()}); refusing to use it"
+    os.chown(rt, child_uid(), -1)
+    rt.chmod(0o770 if how == "group-writable" else 0o777)
+    return xdg, rt, f"has mode {rt.stat().st_mode & 0o777:04o}; it must be 0700 (fix with: chmod 700 {rt})"
+
+
+@pytest.mark.parametrize("how", ["another user's", "group-writable", "world-writable"])
+def test_a_runtime_directory_that_is_not_safely_ours_is_refused_and_the_agent_runs_on(
+    sb: Sandbox, how: str
+) -> None:
+    xdg, rt, says = _unsafe_runtime_dir(sb, how)
     env = {"XDG_RUNTIME_DIR": str(xdg)}
     for args in (["ps"], ["attach", str(os.getpid())]):
         r = sb.cli(*args, env=env)
@@ -240,3 +244,29 @@ def test_an_xdg_runtime_dir_others_may_write_is_not_used(tmp_path: Path, mode: i
     xdg.chmod(mode)
     expected = xdg / SUBDIR if used else Path("/tmp") / f"contextpipe-{os.getuid()}"
     assert runtime_dir_from(str(xdg)) == expected
+
+
+@pytest.mark.parametrize("how", ["another user's", "world-writable"])
+def test_the_demo_refuses_a_runtime_directory_it_cannot_attach_through_before_starting(
+    sb: Sandbox, how: str
+) -> None:
+    # The demo's inspector attaches through the probe: with a runtime directory the probe refuses, the
+    # whole agent ran without one, then the demo said "the agent (pid N) exited with code 0" above the
+    # agent's own warning. Now the probe's reason, before anything starts (no recording made).
+    xdg, rt, says = _unsafe_runtime_dir(sb, how)
+    rec = sb.home / "demo.cpsession"
+    leader, follower = os.openpty()  # the demo's UI needs a terminal on stdin
+    try:
+        r = sb.run(
+            [sys.executable, "-m", "inspector", "demo", "--turns", "3", "--delay", "0", "--record", str(rec)],
+            env={"XDG_RUNTIME_DIR": str(xdg), "TERM": "xterm"},
+            stdin=follower,
+            timeout=60,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert r.returncode == 1, r.stderr
+    line = one_line(r.stderr)
+    assert line.startswith(f"cp-inspect: probe runtime directory {rt} {says}"), line
+    assert not rec.exists() and list(rt.iterdir()) == []

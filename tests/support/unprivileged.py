@@ -217,7 +217,7 @@ class Sandbox:
             _argv(argv),
             env=_env(env, self.home),
             cwd=str(cwd or self.home),
-            stdin=subprocess.DEVNULL,
+            stdin=kw.pop("stdin", subprocess.DEVNULL),
             capture_output=True,
             timeout=timeout,
             **_child_kw(),
@@ -231,7 +231,7 @@ class Sandbox:
             _argv(argv),
             env=_env(env, self.home),
             cwd=str(cwd or self.home),
-            stdin=subprocess.DEVNULL,
+            stdin=kw.pop("stdin", subprocess.DEVNULL),
             **_child_kw(),
             **kw,
         )
