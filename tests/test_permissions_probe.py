@@ -204,7 +204,14 @@ def _unsafe_runtime_dir(sb: Sandbox, how: str) -> tuple[Path, Path, str]:
     rt.mkdir()
     if how == "another user's":
         rt.chmod(0o755)  # root's: the child may read it but not own it
-        return xdg, rt, f"is owned by uid {os.getuid()}, not by you (uid {child_uid()}); refusing to use it"
+        return (
+            xdg,
+            rt,
+            (
+                f"is owned by uid {os.getuid()}, not by you (uid {child_uid()}); refusing to use it. Set "
+                "XDG_RUNTIME_DIR to a directory of your own, or have its owner remove it"
+            ),
+        )
     os.chown(rt, child_uid(), -1)
     rt.chmod(0o770 if how == "group-writable" else 0o777)
     return xdg, rt, f"has mode {rt.stat().st_mode & 0o777:04o}; it must be 0700 (fix with: chmod 700 {rt})"

@@ -503,7 +503,7 @@ def test_runtime_dir_owned_by_another_user_disables_the_probe_with_one_warning(x
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
     assert "probe is disabled" in lines[0] and "owned by uid 65534" in lines[0]
-    assert "Remove it or set XDG_RUNTIME_DIR" in lines[0]
+    assert "Set XDG_RUNTIME_DIR to a directory of your own, or have its owner remove it" in lines[0]
 
 
 # --------------------------------------------------------------------- 5. shutdown at any moment

@@ -137,7 +137,8 @@ def check_runtime_dir(path: Path) -> None:
     if st.st_uid != uid:
         raise PermissionDenied(
             f"probe runtime directory {path} is owned by uid {st.st_uid}, not by you (uid {uid}); "
-            "refusing to use it. Remove it or set XDG_RUNTIME_DIR to a directory of your own"
+            # Not "remove it": in /tmp (sticky) only its owner or root can.
+            "refusing to use it. Set XDG_RUNTIME_DIR to a directory of your own, or have its owner remove it"
         )
     if st.st_mode & 0o077:
         raise PermissionDenied(
