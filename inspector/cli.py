@@ -346,6 +346,10 @@ def _load_or_fail(fmt: str, src: Path, **options: Any) -> Any:
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc), 2)
+    except PermissionError:
+        from engine.access import denied
+
+        fail(f"cannot read {src}: {denied(src)}")
     except OSError as exc:
         fail(f"cannot read {src}: {exc.strerror or exc}")
 

@@ -331,3 +331,47 @@ def test_output_to_a_file_past_its_size_limit_is_one_line(tmp_path: Path) -> Non
         line
     )
     assert out.stat().st_size <= 1024
+
+
+# ---- a trajectory that cannot be read: import, ctx import, eval --------------------------------------
+
+IMPORTERS = [
+    (["import", "auto", "TRAJ", "-o", "OUT"], "cannot read TRAJ: "),
+    (["import", "auto", "TRAJ", "--list"], "cannot read TRAJ: "),
+    (["ctx", "import", "BAD", "--db", "DB"], "cannot open recording BAD: "),
+]
+
+
+@pytest.mark.parametrize(("argv", "says"), IMPORTERS, ids=[" ".join(a[:3]) for a, _ in IMPORTERS])
+def test_an_unreadable_trajectory_or_recording_to_import_says_whose_it_is(
+    sb: Sandbox, argv: list[str], says: str
+) -> None:
+    # import said "cannot read X: Permission denied", no more.
+    names = {
+        "TRAJ": str(sb.unreadable("t.json", TRAJECTORY)),
+        "BAD": str(sb.unreadable("bad.cpsession", DEMO)),
+        "OUT": str(sb.home / "out.cpsession"),
+        "DB": str(sb.home / "c.sqlite"),
+    }
+    before = sb.files()
+    r = sb.cli(*[names.get(a, a) for a in argv])
+    assert r.returncode == 1, r.stderr
+    line = one_line(r.stderr)
+    path = Path(names["TRAJ" if "TRAJ" in says else "BAD"])
+    assert line.startswith("cp-inspect: " + says.replace("TRAJ", str(path)).replace("BAD", str(path))), line
+    _whose_denial(line, path)
+    assert sb.files() == before  # no OUT, no store
+
+
+def test_eval_names_the_owner_of_a_trajectory_it_cannot_read(sb: Sandbox) -> None:
+    # It said "t.json: skipped: [Errno 13] Permission denied: '/tmp/.../t.json'".
+    d = sb.dir("trajectories", writable=False)
+    t = d / "t.json"
+    t.write_bytes(TRAJECTORY)
+    t.chmod(0o000)
+    r = sb.cli("eval", "--trajectories", str(d))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "Traceback" not in err and "[Errno" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert "no trajectory under" in last and "t.json: Permission denied: it is owned by" in last, last
+    _whose_denial(last, t)

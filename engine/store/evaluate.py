@@ -335,7 +335,12 @@ def run_eval(
         try:
             session = load(path)
         except (ImportFormatError, OSError) as exc:
-            why = str(exc).removeprefix(f"{path}: ")
+            if isinstance(exc, PermissionError):  # "[Errno 13] Permission denied: 'PATH'": whose, and what to do
+                from engine.access import denied
+
+                why = denied(path)
+            else:
+                why = str(exc).removeprefix(f"{path}: ")
             skipped.append((name, why))
             if progress is not None:
                 progress(f"{name}: skipped: {why}")
