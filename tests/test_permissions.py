@@ -137,7 +137,8 @@ def test_export_skips_a_recording_it_cannot_read_and_sends_the_rest(sb: Sandbox)
 
 
 def test_a_recording_in_a_directory_that_cannot_be_entered_names_the_directory(sb: Sandbox) -> None:
-    locked = sb.dir("locked", writable=False)
+    locked = sb.base / "locked"  # the suite's, so that a suite that is not root can fill it
+    locked.mkdir()
     inside = locked / "run.cpsession"
     inside.write_bytes(DEMO.read_bytes())
     inside.chmod(0o644)
@@ -208,18 +209,21 @@ def test_an_output_that_cannot_be_written_is_said_before_any_work(
 def test_adding_to_a_store_that_is_not_ours_to_write_says_so_and_reading_it_works(sb: Sandbox) -> None:
     from engine.store import ContextStore
 
-    db = sb.base / "theirs.sqlite"
+    d = sb.base / "store"
+    d.mkdir()
+    db = d / "theirs.sqlite"
     with ContextStore(db) as s:
         s.add("the parser drops trailing commas", "user")
-    db.chmod(0o644)  # readable, not writable, by the child
-    before = {p: p.stat().st_mtime_ns for p in sb.base.iterdir()}
+    db.chmod(0o444)  # readable, not writable, by the child (root's, or the user's own read-only file)
+    d.chmod(0o555)
+    before = {p: p.stat().st_mtime_ns for p in sb.base.rglob("*")}
     r = sb.cli("ctx", "add", "--db", str(db), "more")
     assert r.returncode == 1, r.stderr
     line = one_line(r.stderr)
     assert f"{db} is read-only" in line and "reading it (ctx get, ctx expand) works" in line, line
     r = sb.cli("ctx", "get", "--db", str(db), "--budget", "100")
     assert r.returncode == 0 and b"trailing commas" in r.stdout, r.stderr
-    assert {p: p.stat().st_mtime_ns for p in sb.base.iterdir()} == before
+    assert {p: p.stat().st_mtime_ns for p in sb.base.rglob("*")} == before
     db.chmod(0o000)
     r = sb.cli("ctx", "get", "--db", str(db), "--budget", "100")
     assert r.returncode == 1, r.stderr
@@ -256,13 +260,15 @@ def test_another_users_live_store_in_a_directory_we_may_not_write_reads_and_refu
     write: reading needs no write access and gets every item; a write is one line and changes nothing."""
     from engine.store import ContextStore
 
-    d = sb.dir("store", writable=False)
+    d = sb.base / "store"
+    d.mkdir()
     db = d / "c.sqlite"
     with ContextStore(db) as live:
         ids = [live.add(f"note {i}: the parser drops trailing commas", "user") for i in range(5)]
         assert {p.name for p in d.iterdir()} == {"c.sqlite", "c.sqlite-wal", "c.sqlite-shm"}
         for p in d.iterdir():
-            p.chmod(0o644)
+            p.chmod(0o444)  # the writer's descriptors stay open for writing
+        d.chmod(0o555)
         before = {p.name: p.read_bytes() for p in d.iterdir()}
         r = sb.cli("ctx", "get", "--db", str(db), "--budget", "2000")
         assert r.returncode == 0 and all(f"note {i}:".encode() in r.stdout for i in range(5)), r.stderr
@@ -365,7 +371,8 @@ def test_an_unreadable_trajectory_or_recording_to_import_says_whose_it_is(
 
 def test_eval_names_the_owner_of_a_trajectory_it_cannot_read(sb: Sandbox) -> None:
     # It said "t.json: skipped: [Errno 13] Permission denied: '/tmp/.../t.json'".
-    d = sb.dir("trajectories", writable=False)
+    d = sb.base / "trajectories"
+    d.mkdir()
     t = d / "t.json"
     t.write_bytes(TRAJECTORY)
     t.chmod(0o000)
