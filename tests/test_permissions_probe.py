@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -277,3 +278,39 @@ def test_the_demo_refuses_a_runtime_directory_it_cannot_attach_through_before_st
     line = one_line(r.stderr)
     assert line.startswith(f"cp-inspect: probe runtime directory {rt} {says}"), line
     assert not rec.exists() and list(rt.iterdir()) == []
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="making a socket another user's needs root")
+def test_attach_to_a_socket_another_user_owns_in_our_directory_says_what_to_do(sb: Sandbox) -> None:
+    # It said "probe socket P is owned by uid 65534, not by you", and nothing to do; ps said the fix.
+    xdg = sb.base / "rt"
+    xdg.mkdir(mode=0o700)
+    rt = xdg / "contextpipe"
+    rt.mkdir(mode=0o700)
+    live = subprocess.Popen(["sleep", "60"])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    socks = []
+    try:
+        for pid in (live.pid, gone.pid):
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(str(rt / f"{pid}.sock"))
+            s.listen()
+            socks.append(s)
+            os.chown(rt / f"{pid}.sock", child_uid(), -1)
+        r = _cli_as_suite("attach", str(live.pid), xdg=xdg)
+        assert r.returncode == 1, r.stderr
+        line = one_line(r.stderr)
+        assert (
+            f"probe socket {rt / f'{live.pid}.sock'} is owned by uid {child_uid()}, not by you (uid 0)"
+            in line
+        )
+        assert f"only uid {child_uid()} can attach to it: run cp-inspect as that user" in line, line
+        assert live.poll() is None
+    finally:
+        for s in socks:
+            s.close()
+        live.kill()
+        live.wait()
+    r = _cli_as_suite("attach", str(gone.pid), xdg=xdg)  # its process gone: no process, as for any pid
+    assert r.returncode == 1 and f"no process with pid {gone.pid}" in one_line(r.stderr)

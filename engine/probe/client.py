@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.probe.discover import AgentInfo, SkippedSocket, _serving_descendants_hint, list_agents
+from engine.probe.discover import AgentInfo, SkippedSocket, _refusal, _serving_descendants_hint, list_agents
 from engine.probe.handshake import BASE_PROTOCOL, FOLD_PROTOCOL, PROTOCOLS
 from engine.probe.poll import PollInterval
 from engine.probe.readable import readable
@@ -188,8 +188,8 @@ class ProbeClient:
             st = os.lstat(path)
         except FileNotFoundError:
             raise NotServing(pid, path, advice=_serving_descendants_hint(pid, d)) from None
-        if st.st_uid != os.getuid():
-            raise PermissionDenied(f"probe socket {path} is owned by uid {st.st_uid}, not by you")
+        if st.st_uid != os.getuid():  # with what to do, as ps says it (its process gone: remove it)
+            raise PermissionDenied(f"probe socket {_refusal(path, st, pid)}")
         if not stat.S_ISSOCK(st.st_mode):
             raise NotServing(pid, path, "that path is not a socket")
         if same_process(st, pid) is False:
