@@ -1,4 +1,4 @@
-"""The probe I/O thread's CPU budget (engine.probe.loop.IOLoop._budget), on a fake clock.
+"""The probe I/O thread's CPU budget (engine.probe.cpu_budget: IOLoop._budget), on a fake clock.
 
 Two properties: the thread never uses more than CPU_SHARE of the agent's CPU (plus one CPU_BURST)
 without being made to rest, and a pass that used no more than the agent's CPU earned it since the last
@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import engine.probe.cpu_budget as cpu_budget
 import engine.probe.loop as loop
-from engine.probe.loop import CPU_BURST, CPU_SHARE, IOLoop
+from engine.probe.cpu_budget import CPU_BURST, CPU_SHARE
+from engine.probe.loop import IOLoop
 
 
 class FakeClock:
@@ -37,7 +39,8 @@ class FakeClock:
 
 def _busy_loop(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, FakeClock, list[float]]:
     clock = FakeClock()
-    monkeypatch.setattr(loop, "time", clock)
+    monkeypatch.setattr(loop, "time", clock)  # (_init_loop's marks)
+    monkeypatch.setattr(cpu_budget, "time", clock)  # (_refill's)
     io = IOLoop.__new__(IOLoop)  # only the budget's state: no sockets, no thread
     io._init_loop()
     io._stopping = False

@@ -130,7 +130,7 @@ def long_pipe(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> Iterator[Any]:
     monkeypatch.setattr("engine.pipeline.Journal", lambda *a, **k: Journal(keep=256))
     # Over the declared share (3%), as in tests/test_probe_live_fill.py: what is tested here is not the
     # share; with the paced turns' 4 ms (paced_turn) the fill takes ~6-10 s here.
-    monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.04)
+    monkeypatch.setattr("engine.probe.cpu_budget.CPU_SHARE", 0.04)
     pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         run_turns(pipe, range(HISTORY))
@@ -239,7 +239,7 @@ def test_a_fill_pass_stops_at_its_budget_in_frames_of_many_events(
     pipe = long_pipe
     # The frames' sizes, not how the agent's turns go out: bare turns, at the share that fills in a few
     # seconds behind them (an agent read as idle only fills faster, in frames as large or larger).
-    monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.15)
+    monkeypatch.setattr("engine.probe.cpu_budget.CPU_SHARE", 0.15)
     c, f, th = _attach(pipe, ring=ring)
     try:
         turn = HISTORY

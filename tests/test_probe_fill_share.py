@@ -1,4 +1,4 @@
-"""A history fill within the CPU share the probe declares (engine.probe.loop: CPU_SHARE of the agent's
+"""A history fill within the CPU share the probe declares (engine.probe.cpu_budget: CPU_SHARE of the agent's
 own CPU while it is busy), behind an agent paced by its model.
 
 The inspector attached to a long session fetches the journal before the snapshot's tail by range, a
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from engine.probe.loop import CPU_BURST, CPU_SHARE, IDLE_RATE
+from engine.probe.cpu_budget import CPU_BURST, CPU_SHARE, IDLE_RATE
 from tests.support.probe_agent import fold_reader, paced_turn, run_turns, serving_pipeline, stop_reader
 
 HISTORY = 600  # turns before the inspector attaches: ~4,200 journal events, most of them on disk

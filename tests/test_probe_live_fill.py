@@ -28,7 +28,7 @@ HISTORY = 600  # turns before the client attaches: ~4,200 journal events, most o
 # (tests.support.probe_agent.paced_turn): a bare turn is ~2% of a core at this pace on a host ~2x faster
 # than the 41st-44th sessions' (the official CI's ran one in 1.1 ms), which the probe reads as idle and
 # fills at 20% of wall time: the fill was over in 0-4 turns, "too short to tell". Imitated by raising
-# engine.probe.loop.IDLE_RATE to 4%: both cases failed in 2 runs of 3, and fill_budget's agent-thread
+# engine.probe.cpu_budget.IDLE_RATE to 4%: both cases failed in 2 runs of 3, and fill_budget's agent-thread
 # test in 2 of 6; with 4 ms turns none of 3 runs.
 PACE = 0.05
 # How late a live turn may reach the client while it fills: the probe's coalescing wait (0.1 s), the rests
@@ -105,7 +105,7 @@ def test_live_turns_reach_a_client_while_it_fills_the_history(
     # Over the declared share (3%): what is tested here is not the share. At 0.04 of a paced turn's 4 ms
     # (7-8% of a core) the fill takes ~6-10 s here (0.15 of bare ~2 ms turns took as long, but those read
     # as idle on a faster host), and half as long on a host twice as fast: still ~50 turns past BOUND.
-    monkeypatch.setattr("engine.probe.loop.CPU_SHARE", 0.04)
+    monkeypatch.setattr("engine.probe.cpu_budget.CPU_SHARE", 0.04)
     pipe = serving_pipeline(monkeypatch, rtdir)
     try:
         run_turns(pipe, range(HISTORY))

@@ -1,6 +1,6 @@
 """A starved agent is busy, not idle: the probe keeps to its busy share of the agent's CPU.
 
-The probe's CPU budget (engine.probe.loop) is CPU_SHARE of the agent's own CPU while the agent is busy,
+The probe's CPU budget (engine.probe.cpu_budget) is CPU_SHARE of the agent's own CPU while the agent is busy,
 and IDLE_SHARE of wall time while it uses under IDLE_RATE of a core (waiting on its model). An agent
 starved by a loaded machine (tests/test_probe_fill_share.py at load ~10) got under 2% of a core, the
 probe read it as idle and took the idle allowance: a history fill used 13% of the agent's CPU. The
@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from engine.probe.loop import CPU_BURST, CPU_SHARE, IDLE_RATE
+from engine.probe.cpu_budget import CPU_BURST, CPU_SHARE, IDLE_RATE
 from tests.support.probe_agent import fold_reader, paced_turn, run_turns, serving_pipeline, stop_reader
 
 HISTORY = 600  # turns before the inspector attaches: ~4,200 journal events, most of them on disk

@@ -102,7 +102,7 @@ An event published outside a held call (a capture layer journaling on its own, s
 HOLD_MAX after its call began (a call that waits on a summarizer's model), wakes the I/O thread as
 before; an event published early in a long call that publishes nothing after HOLD_MAX waits for the
 call's end. The CPU the agent's thread spends here is the agent's to the I/O thread's budget (see
-loop._budget), as any other work of its own.
+cpu_budget), as any other work of its own.
 
 Lingering (off unless `quiet_linger` is set): the turn handed to the I/O thread instead. Everything
 above spends the agent's thread on the send, cold after the model call (~80-100 us a paced turn, 5% of
