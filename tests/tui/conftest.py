@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
+import warnings
 
 import pytest
+from textual.app import App
 from textual.pilot import Pilot
+from textual.widgets import Tab, Tabs
+from textual.widgets._tabs import Underline
 from textual.worker import WorkerCancelled, WorkerState
 
 from inspector.sources.synthetic import SyntheticSource
@@ -18,7 +23,9 @@ async def settle(pilot: Pilot) -> None:
     An exclusive worker replaced by a newer one ends cancelled; that is expected, not a failure. Start-up
     (InspectorApp.startup_finished) goes on between key presses after the first screen (the hidden
     What-if controls mount in pieces), so a test that times or counts what a step does waits for it too,
-    up to 10 s (an app whose source never delivers never finishes starting)."""
+    up to 10 s (an app whose source never delivers never finishes starting). Last, what still moves on its
+    own (a tab underline sliding, an animated scroll: `moving`) comes to rest, so what a test reads or
+    snapshots next is the frame at rest, not one in flight."""
     give_up = time.monotonic() + 10
     for i in itertools.count():
         try:
@@ -38,9 +45,51 @@ async def settle(pilot: Pilot) -> None:
             await pilot.app.screen.wait_for_refresh()
             await pilot.app.screen.wait_for_refresh()
             await pilot.pause()
+            await come_to_rest(pilot)
             return
         if i >= 19:
             await pilot.pause(0.01)
+
+
+REST_WAIT_S = 5.0  # a slide lasts 0.3 s; this bound is only reached by something that never stops
+
+
+def moving(app: App[object]) -> bool:
+    """Whether something on the screen still moves on its own: an animation running or scheduled in the
+    animator (an animated scroll, a tab underline's slide), or a tab strip's underline not yet under its
+    active tab. Switching tabs (or relabelling one) starts the underline's 0.3 s slide from a 20 ms timer
+    and then after a refresh, so for that while the animator has nothing yet: a frame compared or
+    snapshotted then shows the underline in flight (a stale row in test_partial_compositor, 1 CI run in
+    ~4; a snapshot taken by snap_compare, which waits for the animator only, under the old tab)."""
+    animator = app.animator
+    if getattr(animator, "_animations", None) or getattr(animator, "_scheduled", None):
+        return True
+    for tabs in app.screen.query(Tabs):
+        active = tabs.query(Tab).filter(".-active")
+        if not active or not tabs.display:
+            continue
+        tab = active.first()
+        start, end = tab.virtual_region.shrink(tab.styles.gutter).column_span
+        underline = tabs.query_one(Underline)
+        if underline.show_highlight and (underline.highlight_start, underline.highlight_end) != (start, end):
+            return True
+    return False
+
+
+async def come_to_rest(pilot: Pilot) -> None:
+    """Wait until nothing moves (`moving`), then for the frame that shows it at rest. Bounded: a live
+    source's workers go on, but nothing here waits for them, only for animations, which end."""
+    if not moving(pilot.app):
+        return
+    give_up = time.monotonic() + REST_WAIT_S
+    while moving(pilot.app):
+        if time.monotonic() > give_up:
+            warnings.warn(f"settle: the screen still moves after {REST_WAIT_S} s", stacklevel=2)
+            break
+        await pilot.wait_for_scheduled_animations()
+        await asyncio.sleep(0.01)
+    await pilot.app.screen.wait_for_refresh()
+    await pilot.pause()
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ action the grid must equal a full render of the screen: a row left stale by a pa
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import Counter
 from collections.abc import Iterable
 
@@ -17,11 +15,9 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual._compositor import ChopsUpdate, LayoutUpdate
-from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Tab, Tabs
-from textual.widgets._tabs import Underline
+from textual.widgets import Footer, Tabs
 
 from inspector.app import InspectorApp
 from inspector.partial_compositor import DirtyRowsCompositor
@@ -98,33 +94,6 @@ def stale_rows(term: Terminal, app: InspectorApp) -> list[int]:
     return [y for y, (a, b) in enumerate(zip(term.rows, want, strict=True)) if a != b]
 
 
-def _underlines_moving(app: InspectorApp) -> bool:
-    """Whether a tab strip's underline is not yet under its active tab. Switching tabs slides the
-    underline for 0.3 s, starting 20 ms later (a timer, then after a refresh): a comparison taken
-    mid-slide reads the frame in flight as a stale row (1 CI run in ~4 under load, after `w`)."""
-    for tabs in app.screen.query(Tabs):
-        active = tabs.query(Tab).filter(".-active")
-        if not active:
-            continue
-        tab = active.first()
-        start, end = tab.virtual_region.shrink(tab.styles.gutter).column_span
-        underline = tabs.query_one(Underline)
-        if (underline.highlight_start, underline.highlight_end) != (start, end):
-            return True
-    return False
-
-
-async def at_rest(pilot: Pilot) -> None:
-    """settle, then let every tab underline finish sliding and that last frame reach the terminal."""
-    await settle(pilot)
-    give_up = time.monotonic() + 10
-    while _underlines_moving(pilot.app) and time.monotonic() < give_up:
-        await pilot.wait_for_scheduled_animations()
-        await asyncio.sleep(0.01)
-    await pilot.app.screen.wait_for_refresh()
-    await pilot.pause()
-
-
 @pytest.mark.parametrize("size", [(120, 40), (200, 60)])
 async def test_partial_updates_leave_nothing_stale(size: tuple[int, int]) -> None:
     app = InspectorApp(SyntheticSource(40))
@@ -158,7 +127,7 @@ async def test_partial_updates_leave_nothing_stale(size: tuple[int, int]) -> Non
         ]
         for keys in actions:
             await pilot.press(*keys)
-            await at_rest(pilot)
+            await settle(pilot)  # (which waits for the tab underline to stop sliding: conftest.moving)
             assert not stale_rows(term, app), f"stale rows after {keys}"
         assert term.partial > len(actions) / 2  # the steps were drawn as partial updates
 
