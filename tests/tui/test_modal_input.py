@@ -57,10 +57,12 @@ async def test_save_prompt_refuses_what_would_fail_and_keeps_the_path(tmp_path: 
         await pilot.press("s")
         await settle(pilot)
         assert isinstance(app.screen, SaveScreen)
-        for path, said in ((str(existing), "already exists: a recording is never overwritten"),
-                           (str(tmp_path), "is a directory: add a file name"),
-                           (str(tmp_path / "nope" / "x.cpsession"), f"there is no directory {tmp_path / 'nope'}"),
-                           ("   ", "type the path of a new file to save to")):
+        for path, said in (
+            (str(existing), "already exists: a recording is never overwritten"),
+            (str(tmp_path), "is a directory: add a file name"),
+            (str(tmp_path / "nope" / "x.cpsession"), f"there is no directory {tmp_path / 'nope'}"),
+            ("   ", "type the path of a new file to save to"),
+        ):
             await submit_path(pilot, path)
             assert isinstance(app.screen, SaveScreen), path  # still open: the path can be corrected
             assert app.screen.query_one("#save-path", Input).value == path
@@ -95,16 +97,21 @@ async def test_a_save_made_while_the_agent_ran_is_not_taken_for_all_of_it(tmp_pa
     """`s` while the agent runs saves the turns received by then. Once the agent had ended, the banner said
     "Agent disconnected — 30 turns kept; saved to FILE", as if FILE held all 30: it held the ones of the
     save. The status says how many the file holds, and that s saves all of them."""
+    import threading
     import time
 
-    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.3))
+    # The last 10 turns wait for the gate, opened once the save is written: a timer (a turn every 0.3 s)
+    # raced the save, and on a loaded host all 30 had arrived before it ran (held 30, "30 < 30").
+    agent_goes_on = threading.Event()
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01, hold=agent_goes_on))
     saved = tmp_path / "early.cpsession"
     async with app.run_test(size=(200, 40), notifications=True) as pilot:
-        give_up = time.monotonic() + 15
+        give_up = time.monotonic() + 30
         held = await _save_at_turn_20(app, pilot, saved, give_up)
+        assert held == 20 and app.disconnected is None
         status = str(app.query_one("#status").render())
-        if app.disconnected is None:  # (as the agent runs: how many it holds)
-            assert f"saved {held} turns to {saved}" in status, status
+        assert f"saved {held} turns to {saved}" in status, status  # (as the agent runs: how many it holds)
+        agent_goes_on.set()
         while app.disconnected is None and time.monotonic() < give_up:
             await pilot.pause(0.05)
         await settle(pilot)
@@ -116,12 +123,16 @@ async def test_a_save_made_while_the_agent_ran_is_not_taken_for_all_of_it(tmp_pa
 
 class _TurnArrivesWhileSaving(SyntheticSource):
     """A live source whose save is written after one more turn arrived (as a real save of a long session,
-    written on a worker thread while the agent goes on)."""
+    written on a worker thread while the agent goes on). The turns after the first 20 wait for the save to
+    start (its `hold` gate): with a timer alone (a turn every 0.3 s) a loaded host had all 30 before the
+    save ran, which then waited in vain for one more, and the test read a file never written."""
 
     def save(self, path: str | Path) -> int:
         import time
 
+        assert self.hold is not None
         start, give_up = len(self.received), time.monotonic() + 15
+        self.hold.set()  # the agent goes on while the save is written
         while len(self.received) == start and time.monotonic() < give_up:
             time.sleep(0.02)
         return super().save(path)
@@ -130,14 +141,15 @@ class _TurnArrivesWhileSaving(SyntheticSource):
 async def test_the_save_status_counts_the_turns_the_file_holds(tmp_path: Path) -> None:
     """The status and the toast said the turns received when the path was given ("saved 20 turns"), but the
     save writes what has arrived when it runs: the file held 21 (failed 1 in 4 under load)."""
+    import threading
     import time
 
-    app = InspectorApp(_TurnArrivesWhileSaving(30, live=True, initial=20, delay=0.3))
+    app = InspectorApp(_TurnArrivesWhileSaving(30, live=True, initial=20, delay=0.01, hold=threading.Event()))
     saved = tmp_path / "late.cpsession"
     async with app.run_test(size=(200, 40), notifications=True) as pilot:
         give_up = time.monotonic() + 15
         held = await _save_at_turn_20(app, pilot, saved, give_up)
-        assert app.saved_turns == held
+        assert app.saved_turns == held > 20
         if app.disconnected is None:
             status = str(app.query_one("#status").render())
             assert f"saved {held} turns to {saved}" in status, status
