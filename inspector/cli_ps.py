@@ -14,7 +14,7 @@ from .recording_open import fail, warn
 
 def ps(as_json: bool = False) -> None:
     """`cp-inspect ps`'s work (its help is the typer command's docstring)."""
-    from engine.probe.client import SkippedSocket, list_agents
+    from engine.probe.client import SkippedSocket, list_agents, other_users_agents
 
     skipped: list[SkippedSocket] = []
     try:
@@ -27,6 +27,11 @@ def ps(as_json: bool = False) -> None:
     # only "no live agents" where `attach PID` explained it.
     for s in skipped:
         warn(f"skipped {s.target}: {s.reason}")
+    # Other users' agents are in their own private runtime directories, and their probes serve only
+    # them: ps said "no live agents" while one ran under another login on the same machine.
+    hidden = other_users_agents()
+    if hidden:
+        warn(hidden_line(hidden))
     if as_json:
         echo(json.dumps([a.to_json() for a in agents], indent=2))
         return
@@ -54,6 +59,21 @@ def ps(as_json: bool = False) -> None:
         head = f"{a.target:>9}  {shown(a.model):<{model_w}}{shown(a.provider):<{provider_w}}{shown(a.turns):>6}  "
         # A proxy's conversation: the process that made its calls and its opening, not the proxy's command.
         echo(f"{head}{command_in(a.label, None if width is None else width - len(head) - len(errs))}{errs}")
+
+
+def hidden_line(hidden: dict[int, int]) -> str:
+    """What ps says of other users' agents it cannot list (`other_users_agents`: count by uid)."""
+    from engine.access import _login, user_name
+
+    n = sum(hidden.values())
+    users = sorted(hidden, key=lambda uid: (-hidden[uid], uid))
+    whose = ", ".join(f"{'an unnamed user' if uid < 0 else user_name(uid)}: {hidden[uid]}" for uid in users)
+    login = next((_login(uid) for uid in users if uid >= 0), None)
+    how = f" (sudo -u {login} cp-inspect ps)" if login else ""
+    return (
+        f"{n} agent{'s' if n != 1 else ''} of other users not shown ({whose}): a probe serves only its own "
+        f"user; run cp-inspect as that user{how}"
+    )
 
 
 # The least of a command kept when the terminal is narrow: below it the command is left whole (the

@@ -85,6 +85,22 @@ def _cli_as_suite(*args: str, xdg: Path) -> subprocess.CompletedProcess[bytes]:
     )
 
 
+def _child_agent(sb: Sandbox) -> tuple[_Agent, Path]:
+    """The demo agent run as the child user (serving in a runtime directory of its own), and an empty
+    private runtime directory for the suite (root) to look in."""
+    xdg = sb.dir("xdg", writable=True)
+    proc = sb.popen(
+        [sys.executable, *ARGS],
+        env={"XDG_RUNTIME_DIR": str(xdg)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    agent = _Agent(proc, xdg / "contextpipe")
+    mine = sb.base / "root-rt"
+    mine.mkdir(mode=0o700)
+    return agent, mine
+
+
 @pytest.mark.skipif(
     not IS_ROOT, reason="another user's agent needs a second user: the suite runs as root only"
 )
@@ -117,17 +133,8 @@ def test_root_attaching_to_another_users_agent_is_not_told_to_start_serving(sb: 
     # Root may signal any process, so kill(0) did not say it was another user's: attach looked in root's
     # own runtime directory and said "process N is not serving the probe. Start the agent with
     # serve=True", of an agent that was serving (to its own user only, as the server allows).
-    xdg = sb.dir("xdg", writable=True)
-    proc = sb.popen(
-        [sys.executable, *ARGS],
-        env={"XDG_RUNTIME_DIR": str(xdg)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    agent = _Agent(proc, xdg / "contextpipe")
+    agent, mine = _child_agent(sb)
     try:
-        mine = sb.base / "root-rt"
-        mine.mkdir(mode=0o700)
         r = _cli_as_suite("attach", str(agent.pid), xdg=mine)
         assert r.returncode == 1, r.stderr
         line = one_line(r.stderr)
@@ -314,3 +321,41 @@ def test_attach_to_a_socket_another_user_owns_in_our_directory_says_what_to_do(s
         live.wait()
     r = _cli_as_suite("attach", str(gone.pid), xdg=xdg)  # its process gone: no process, as for any pid
     assert r.returncode == 1 and f"no process with pid {gone.pid}" in one_line(r.stderr)
+
+
+@pytest.mark.skipif(
+    not IS_ROOT, reason="another user's agent needs a second user: the suite runs as root only"
+)
+def test_ps_says_how_many_agents_of_other_users_it_cannot_show(sb: Sandbox) -> None:
+    """ps as one user said nothing of another user's agent (in that user's private runtime directory,
+    its probe serving only its own user): "no live agents" beside it. Now one warning line on stderr,
+    whose agents and how to see them, both ways round (an agent of root's, ps as nobody; an agent of
+    nobody's, ps as root). Other agents running on the host may add to the counts, never remove."""
+    import re
+
+    theirs = sb.dir("theirs", writable=False)
+    mine = sb.dir("mine", writable=True)
+    agent = _own_agent(theirs)
+    try:
+        r = sb.cli("ps", env={"XDG_RUNTIME_DIR": str(mine)})
+        assert r.returncode == 0 and str(agent.pid).encode() not in r.stdout, r.stdout
+        line = one_line(r.stderr)
+        assert re.fullmatch(
+            r"cp-inspect: warning: \d+ agents? of other users not shown \(.*root \(uid 0\): \d+.*\): a probe "
+            r"serves only its own user; run cp-inspect as that user \(sudo -u \w+ cp-inspect ps\)",
+            line,
+        ), line
+        r = sb.cli("ps", "--json", env={"XDG_RUNTIME_DIR": str(mine)})
+        assert r.returncode == 0 and r.stdout.strip() == b"[]", r.stdout  # stdout stays what a script parses
+        assert "root (uid 0): " in one_line(r.stderr)
+    finally:
+        agent.stop()
+
+    agent, own = _child_agent(sb)
+    try:
+        r = _cli_as_suite("ps", xdg=own)
+        assert r.returncode == 0 and str(agent.pid).encode() not in r.stdout, r.stdout
+        line = next(x for x in r.stderr.decode().splitlines() if "of other users not shown" in x)
+        assert f"nobody (uid {child_uid()}): " in line and line.startswith("cp-inspect: warning: "), line
+    finally:
+        agent.stop()

@@ -13,6 +13,15 @@ from inspector.cli import app
 from tests.served_demo import served_demo
 
 
+@pytest.fixture(autouse=True)
+def _no_other_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other users' agents on this host (another suite's child running as nobody) are not these tests'
+    business: their count has tests of its own (test_permissions_probe.py, test_ps_other_users below)."""
+    from engine.probe import client
+
+    monkeypatch.setattr(client, "other_users_agents", lambda runtime_dir=None: {})
+
+
 @pytest.mark.parametrize("args", [["ps"], ["ps", "--json"]])
 def test_ps_with_a_runtime_directory_open_to_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
@@ -235,3 +244,50 @@ def test_ps_fits_the_command_to_the_terminal(monkeypatch: pytest.MonkeyPatch) ->
             assert "--config configs/" in row
         else:
             assert row.endswith(LONG_COMMAND), row
+
+
+def test_other_users_agents_reads_the_probes_bound_names(tmp_path: Path) -> None:
+    """/proc/net/unix as the kernel writes it: only a listening socket bound under the probe's name
+    (`.<pid>.<hex>`), once per inode, outside our own runtime directory, of a live process not ours."""
+    import subprocess
+
+    from engine.probe.discover import other_users_agents
+
+    # Another user's live process: pid 1 (root's) for a suite not run as root, else a sleep run as nobody.
+    sleeper = (
+        subprocess.Popen(["sleep", "60"], user=65534, group=65534, extra_groups=[])
+        if os.getuid() == 0
+        else None
+    )
+    try:
+        theirs, uid = (sleeper.pid, 65534) if sleeper is not None else (1, 0)
+        ours = tmp_path / "mine" / "contextpipe"
+        rows = [
+            ("00010000", "01", "101", f"/tmp/x/contextpipe/.{theirs}.a1b2c3"),
+            ("00010000", "01", "101", f"/tmp/x/contextpipe/.{theirs}.a1b2c3"),  # the same inode again
+            ("00000000", "03", "102", f"/tmp/x/contextpipe/.{theirs}.a1b2c3"),  # accepted, not listening
+            ("00010000", "01", "103", f"/run/user/9/contextpipe/.{theirs}.0f0f0f"),  # a second one
+            (
+                "00010000",
+                "01",
+                "104",
+                f"{ours}/.{theirs}.d4e5f6",
+            ),  # in our own directory: list_agents' to say
+            ("00010000", "01", "105", f"/tmp/x/contextpipe/{theirs}.sock"),  # not the bind name
+            ("00010000", "01", "106", f"/tmp/x/contextpipe/.{os.getpid()}.abcdef"),  # ours
+            ("00010000", "01", "107", "/tmp/x/contextpipe/.4194304.abcdef"),  # past any pid: gone
+        ]
+        table = tmp_path / "unix"
+        table.write_text(
+            "Num       RefCount Protocol Flags    Type St Inode Path\n"
+            + "".join(
+                f"0000000000000000: 00000002 00000000 {f} 0001 {st} {ino} {p}\n" for f, st, ino, p in rows
+            )
+            + "0000000000000000: 00000002 00000000 00010000 0001 01 108\n"  # unbound: no path
+        )
+        assert other_users_agents(ours, table) == {uid: 2}
+        assert other_users_agents(ours, tmp_path / "absent") == {}
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait()

@@ -21,7 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.probe.discover import AgentInfo, SkippedSocket, _refusal, _serving_descendants_hint, list_agents
+from engine.probe.discover import (
+    AgentInfo,
+    SkippedSocket,
+    _refusal,
+    _serving_descendants_hint,
+    list_agents,
+    other_users_agents,
+)
 from engine.probe.handshake import BASE_PROTOCOL, FOLD_PROTOCOL, PROTOCOLS
 from engine.probe.poll import PollInterval
 from engine.probe.readable import readable
@@ -63,6 +70,7 @@ __all__ = [
     "ProtocolMismatch",
     "SkippedSocket",
     "list_agents",
+    "other_users_agents",
 ]
 
 _RECV_CHUNK = 256 * 1024

@@ -1,12 +1,14 @@
 """Finding the agents on this machine that serve a probe (`cp-inspect ps`, and `attach`'s advice when a
 pid does not serve): each `<pid>[.<session>].sock` in the runtime directory asked for its hello
 (`list_agents`, `AgentInfo`), a dead agent's socket removed, one that is not this user's socket left
-alone and said why (`SkippedSocket`). `engine.probe.client` re-exports these names.
+alone and said why (`SkippedSocket`); how many agents other users run, which this user cannot see
+(`other_users_agents`). `engine.probe.client` re-exports these names.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import stat
 from dataclasses import asdict, dataclass
@@ -17,9 +19,11 @@ from engine.probe.runtime_dir import (
     SOCKET_SUFFIX,
     NotServing,
     ProbeError,
+    default_runtime_dir,
     parse_target,
     pid_alive,
     proc_stat,
+    process_uid,
     resolve_runtime_dir,
     same_process,
     target_name,
@@ -253,3 +257,54 @@ def list_agents(
 
 def _opt_str(v: Any) -> str | None:
     return None if v is None else str(v)
+
+
+# The name an agent binds its probe socket under before renaming it into place (engine/probe/endpoint.py:
+# `.<pid>.<6 hex>`); the kernel keeps the bound name, so /proc/net/unix shows it, not `<pid>.sock`.
+_BOUND_NAME = re.compile(r"\.(\d+)\.[0-9a-f]{6}")
+_ACCEPTCON = 0x10000  # /proc/net/unix Flags: a listening socket (__SO_ACCEPTCON)
+
+
+def other_users_agents(
+    runtime_dir: Path | None = None, table: Path = Path("/proc/net/unix")
+) -> dict[int, int]:
+    """How many probe sockets other users' agents serve, by uid (-1: a user /proc does not name), which
+    `list_agents` cannot see: each user's sockets are in that user's private runtime directory.
+
+    What this user may know honestly: /proc/net/unix (readable by anyone) lists every bound Unix socket
+    of this network namespace with the name it was bound under, and a listening one whose name is the
+    probe's bind name (`.<pid>.<hex>`, outside our runtime directory) is an agent's probe; whose it is,
+    from its pid's /proc status (readable by anyone; with /proc mounted hidepid, kill(0) still says "not
+    yours"). Its directory, command and turns stay unknown, and its probe would refuse us anyway (a
+    server serves only its own real uid). Sockets in our own directory are list_agents' (skipped ones
+    are said there). {} when /proc cannot say."""
+    try:
+        text = table.read_text(errors="replace")
+    except OSError:
+        return {}
+    ours = runtime_dir if runtime_dir is not None else default_runtime_dir()
+    me = os.getuid()
+    seen: set[str] = set()
+    out: dict[int, int] = {}
+    for line in text.splitlines()[1:]:
+        fields = line.split(None, 7)
+        if len(fields) < 8:
+            continue  # (an unbound socket: no path)
+        try:
+            flags, inode = int(fields[3], 16), fields[6]
+        except ValueError:
+            continue
+        path = Path(fields[7])
+        m = _BOUND_NAME.fullmatch(path.name)
+        if not flags & _ACCEPTCON or m is None or inode in seen or path.parent == ours:
+            continue
+        seen.add(inode)
+        pid = int(m.group(1))
+        uid = process_uid(pid)
+        if uid is None:
+            if pid_alive(pid) is not None:
+                continue  # gone, or ours
+            uid = -1
+        if uid != me:
+            out[uid] = out.get(uid, 0) + 1
+    return out
