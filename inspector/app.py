@@ -789,10 +789,7 @@ class InspectorApp(App[None]):
 
     def _seek(self, direction: int, inclusive: bool = False) -> None:
         turns = [t["turn"] for t in self.timeline.traces]
-        origin = max(self.index, 0)
-        if direction < 0 and origin == 0:
-            self._search_bar("no earlier turn: this is the first")
-            return
+        origin = max(self.index, 0)  # (F at the first turn wraps to the last change: SearchDone.wrapped)
         self.search.seek(direction, origin, turns, inclusive)
         scan = self.search.scan
         assert scan is not None
@@ -829,18 +826,11 @@ class InspectorApp(App[None]):
         self.search.running = False
         change = message.change
         keys = "  ·  f next, F previous, Esc clears"
-        if change is None:
-            way = "later" if message.direction > 0 else "earlier"
+        if change is None:  # (a search that meets the end wraps: none at all, then)
             where = (f"turns {self.timeline.traces[0]['turn']:,}–{self.timeline.traces[message.scanned - 1]['turn']:,}"
                      if message.scanned else "no turns")
-            now = scan.at(self.index)
-            held = ("; this turn holds it in " + ", ".join(f"{s} ({n})" for s, n in now.items())) if now else ""
             unread = f"; {scan.unreadable} turns could not be read" if scan.unreadable else ""
-            if not scan.changes:
-                self._search_bar(f"not found in what {where} sent{unread}")
-            else:
-                self._search_bar(f"no {way} turn where it enters or leaves the prompt (searched {where}){held}"
-                                 f"{unread}{keys}")
+            self._search_bar(f"not found in what {where} sent{unread}")
             return
         self._go(self.timeline.go(change.index))
         if change.kind != LEAVES:
@@ -848,7 +838,11 @@ class InspectorApp(App[None]):
             assert self._viewer is not None
             trace = self.timeline.traces[change.index]
             self._viewer.reveal_when_shown(f"{change.section} · turn {trace['turn']} ·")
-        self._search_bar(f"turn {change.turn:,}: {describe(change, scan.query)}{keys}")
+        wrapped = ""
+        if message.wrapped:  # as `less` says it: the end was met, the search went on from the other end
+            end = self.timeline.traces[0 if message.direction > 0 else message.scanned - 1]["turn"]
+            wrapped = f"search wrapped to turn {end:,}  ·  "
+        self._search_bar(f"{wrapped}turn {change.turn:,}: {describe(change, scan.query)}{keys}")
 
     def action_search_escape(self) -> None:
         if self.search.running:

@@ -1,6 +1,9 @@
 """Content search off the UI thread (`/`, `f`, `F`): a worker scans the session's turns in order for the
 query (inspector/content_search.py) as far as the jump asked for needs, saying how far it has come; a
-newer jump or Esc cancels it between two turns, and what it scanned is kept for the next jump.
+newer jump or Esc cancels it between two turns, and what it scanned is kept for the next jump. A jump
+that meets the end wraps, as `less` and editors do: `/` or `f` with no change after the shown turn goes
+to the first change of the session, `F` with none before it to the last (SearchDone.wrapped); `/` at the
+newest turn of a live agent or the last of a recording found nothing before (forward only).
 
 Live, the scan covers the turns received when the jump was asked for, read in one pass over the journal
 received (content_search.JournalStream); a later jump goes on over the turns that arrived since, from
@@ -42,6 +45,7 @@ class SearchDone(Message):
     change: Change | None
     scanned: int
     total: int
+    wrapped: bool = False  # none that way: `change` is the first (forward) or last (backward) of all
 
 
 class SearchRunner:
@@ -104,9 +108,21 @@ class SearchRunner:
             if worker.is_cancelled:
                 return
             if direction > 0:
-                change = scan.next_change(origin, inclusive)
+                change = scan.next_change(origin, inclusive)  # (None: every turn is scanned, see found)
+                wrapped = change is None and bool(scan.changes)
+                if wrapped:
+                    change = scan.changes[0]
             else:
                 change = scan.prev_change(origin)
-            app.post_message(SearchDone(scan.query, direction, origin, change, scan.scanned, len(turns)))
+                if change is None:  # wrap: the last change of all, past the shown turn
+                    scan.scan_to(turns, lambda: worker.is_cancelled, progress)
+                    if worker.is_cancelled:
+                        return
+                wrapped = change is None and bool(scan.changes)
+                if wrapped:
+                    change = scan.changes[-1]
+            app.post_message(
+                SearchDone(scan.query, direction, origin, change, scan.scanned, len(turns), wrapped)
+            )
 
         self.app.run_worker(work, thread=True, exclusive=True, group="search", exit_on_error=False)

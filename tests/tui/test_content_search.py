@@ -162,6 +162,59 @@ async def test_live_it_searches_the_turns_received_and_goes_on_over_new_ones() -
         assert turn(app) == 29, bar(app)
 
 
+async def test_a_search_that_meets_the_end_wraps_as_less_does() -> None:
+    """`/` at the last turn searched forward only and found nothing ("no later turn"), `F` at the first
+    said "no earlier turn": the person had to know the other key. Now the search wraps and says so; a
+    text sent nowhere is "not found" once, either way."""
+    app = InspectorApp(FileSource(DEMO), theme="cp-dark", start_turn=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("end")
+        await settle(pilot)
+        assert turn(app) == 39
+        await search(pilot, "latch")
+        await settle(pilot)
+        assert turn(app) == 11, bar(app)
+        assert bar(app).startswith(
+            "/latch  search wrapped to turn 0  ·  turn 11: 'latch' enters the prompt"
+        ), bar(app)
+        await pilot.press("f")  # no wrap now: the next change after turn 11
+        await settle(pilot)
+        assert turn(app) == 16 and "wrapped" not in bar(app), bar(app)
+
+        await pilot.press("home")
+        await settle(pilot)
+        await pilot.press("F")  # nothing before turn 0: the last change of all
+        await settle(pilot)
+        scan = app.search.scan
+        assert scan is not None and scan.scanned == 40
+        last = scan.changes[-1]
+        assert turn(app) == last.turn > 11 and "search wrapped to turn 39  ·  " in bar(app), bar(app)
+        await pilot.press("f")  # from the last change, forward: round again to the first
+        await settle(pilot)
+        assert turn(app) == 11 and "search wrapped to turn 0" in bar(app), bar(app)
+
+        await search(pilot, "zqxjw")
+        await settle(pilot)
+        assert turn(app) == 11 and bar(app) == "/zqxjw  not found in what turns 0–39 sent", bar(app)
+        await pilot.press("F")
+        await settle(pilot)
+        assert turn(app) == 11 and bar(app) == "/zqxjw  not found in what turns 0–39 sent", bar(app)
+
+
+async def test_live_a_search_at_the_newest_turn_wraps_to_the_first_change() -> None:
+    """Following a live agent (the newest turn shown), `/` found nothing: every change is behind it."""
+    app = InspectorApp(SyntheticSource(20, live=True), theme="cp-dark")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: len(app.timeline) == 20 and app.index == 19)
+        await search(pilot, "(step 5)")
+        await until(pilot, lambda: "enters" in bar(app))
+        assert turn(app) == 5, bar(app)
+        assert "search wrapped to turn 0  ·  turn 5: '(step 5)' enters the prompt in history" in bar(app), (
+            bar(app)
+        )
+
+
 async def _latch_found(pilot: Pilot) -> None:
     await settle(pilot)
     await search(pilot, "latch")
