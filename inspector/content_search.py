@@ -13,14 +13,15 @@ it); a section whose text is the same as one already counted (same id, hash, for
 again. A recording is scanned in one pass of its own (`SentStream`: its journal folded and each request
 built in place, as `verify` does), so the scan neither moves the fold the app steps with nor pays a
 re-plan per turn; a live agent's journal as received the same way (`JournalStream`), going on from where
-it stopped as turns arrive. A match is within one section's text (a text split across two is not found). No textual here: the app runs it in a worker (inspector/search_runner.py) and
+it stopped as turns arrive; a new query goes on with the last one's stream, counting the turns it built
+from the items it kept (`_Indexed`). A match is within one section's text (a text split across two is not found). No textual here: the app runs it in a worker (inspector/search_runner.py) and
 `cp-inspect find` runs it in the foreground.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,7 +79,62 @@ def stream_for(source: Source) -> SentStream | JournalStream | None:
     return None
 
 
-class SentStream:
+Sections = tuple[tuple[str, tuple[int, ...]], ...]  # a turn's sections sent: id, and its items' numbers
+
+
+class _Indexed:
+    """What a one-pass stream keeps of each turn it built, so that a new query goes over the turns an
+    earlier one read without building them again: per turn, which items each section sent (numbers), and
+    each item's text once. Items are shared from turn to turn (a message is the same object while the
+    history keeps it): whatif_1500's 1,500 turns sent 99,171 items, 3,072 distinct, where the history
+    section's text is new every turn (144.5 MB of distinct section texts, not kept). A section's text
+    is its items' texts joined with a blank line (replaying.section_text), so a query without a line
+    break, which cannot match across that, counts item by item: each distinct item once per query."""
+
+    def __init__(self) -> None:
+        self.turns: dict[int, Sections] = {}
+        self.numbers: dict[int, int] = {}  # id(item) -> its number
+        self.kept: list[Any] = []  # the items by number (held, so that an id stays theirs)
+        self.texts: list[str] = []  # their texts, lower-cased, by number
+
+    def build_of(self, turn: int) -> Built | None:
+        raise NotImplementedError
+
+    def sections_of(self, turn: int) -> Sections | None:
+        """Turn `turn`'s sections sent, as kept or built now (None: the stream cannot build it)."""
+        got = self.turns.get(turn)
+        if got is None:
+            built = self.build_of(turn)
+            if built is None:
+                return None
+            got = self.turns[turn] = self._sections(built)
+        return got
+
+    def _sections(self, built: Built) -> Sections:
+        from inspector.sources.replaying import item_text
+
+        asm = {sec.id: sec for sec in built.asm}
+        out: list[tuple[str, tuple[int, ...]]] = []
+        for s in built.trace.get("sections", []):
+            if s.get("form") == "dropped":
+                continue  # not in the request
+            sec = asm.get(s["id"])
+            nums: list[int] = []
+            for it in sec.items if sec is not None else ():
+                n = self.numbers.get(id(it))
+                if n is None:
+                    text = item_text(it)
+                    if text is None:
+                        continue  # (shows nothing)
+                    n = self.numbers[id(it)] = len(self.kept)
+                    self.kept.append(it)
+                    self.texts.append(text.lower())
+                nums.append(n)
+            out.append((s["id"], tuple(nums)))
+        return tuple(out)
+
+
+class SentStream(_Indexed):
     """Each turn's build of a recording in turn order, made in one pass over its events as `cp-inspect
     verify` makes them (engine.recording.replay.Replayer.verify: the pipeline folds the journal and
     builds each request in place, and every build is the request the agent sent, hash for hash). The
@@ -87,6 +143,7 @@ class SentStream:
     against 1.9 s. Nothing of the journal is held; `builds` stops where the file does."""
 
     def __init__(self, path: Path) -> None:
+        super().__init__()
         from engine.recording.cpsession import RecordingReader
         from engine.recording.replay import Replayer
 
@@ -122,7 +179,7 @@ class SentStream:
         self.reader.close()
 
 
-class JournalStream:
+class JournalStream(_Indexed):
     """Each turn's build of a live agent's journal as received (inspector/sources/live.py's `events`, a
     list that grows) or of a followed recording's as read so far (FileSource's paged journal, which grows
     as the file does), in one pass as SentStream makes a finished recording's: a pipeline of its own folds the
@@ -134,6 +191,7 @@ class JournalStream:
     last turn a scan goes to."""
 
     def __init__(self, source: Any) -> None:
+        super().__init__()
         self.source = source  # a ReplayingSource: `events` and `replayer(turn)`
         self.pipe: Any = None
         self.fail_keys: frozenset[str] | None = None  # the spill failures the pipeline was made with
@@ -148,6 +206,7 @@ class JournalStream:
         if self.pipe is None or replayer.fail_keys != self.fail_keys:
             self.pipe, self.fail_keys = replayer.new_pipeline(), replayer.fail_keys
             self.at, self._request, self.past = 0, None, -1
+            self.turns.clear()  # (built without those failures)
 
     def build_of(self, turn: int) -> Built | None:
         """Turn `turn`'s build, the journal read on to it (None: past it, or not received yet)."""
@@ -206,6 +265,8 @@ class ContentScan:
         self.needle = query.lower()
         self.source = source
         self.stream = stream  # the builds in one pass; None: the source's random access
+        self.own_stream = True  # closed with the scan (not: handed on to the next query's, see take_stream)
+        self._item_counts: dict[int, int] = {}  # the stream's item number -> occurrences
         self.own_source = False  # `source` was opened for the scan (scan_source): closed with it
         self.opened = False  # open_for has run (the search runner's first jump)
         self.counts: list[dict[str, int]] = []  # per timeline position: section id -> occurrences
@@ -220,10 +281,19 @@ class ContentScan:
 
     def close(self) -> None:
         """Let go of what the scan opened (its stream, a reader of its own), never the app's source."""
-        if self.stream is not None:
+        if self.stream is not None and self.own_stream:
             self.stream.close()
         if self.own_source:
             self.source.close()
+
+    def take_stream(self, earlier: ContentScan) -> None:
+        """A new query over the same source: go on with the earlier query's stream (the turns it built are
+        counted from what the stream kept, not built again) and its lock (its worker, cancelled, may still
+        be finishing a turn on the stream)."""
+        if earlier.stream is None or not earlier.own_stream:
+            return
+        self.stream, self.opened, self._lock = earlier.stream, True, earlier._lock
+        earlier.own_stream = False
 
     def open_for(self, source: Source) -> None:
         """Before the first turn: stream a recording's builds, or read turns through a reader of its own."""
@@ -237,27 +307,20 @@ class ContentScan:
 
     def turn_counts(self, turn: int) -> dict[str, int]:
         """Occurrences per section in what turn `turn` sent (sections without any left out)."""
-        built = None
-        if self.stream is not None:
+        stream = self.stream
+        if stream is not None:
             try:
-                built = self.stream.build_of(turn)
+                sections = stream.sections_of(turn)
             except Exception:  # a damaged event: the rest is read turn by turn (and says what is wrong)
-                self.stream.close()
+                stream.close()
                 self.stream = None
-        if built is not None:
-            from inspector.sources.replaying import section_text
+            else:
+                if sections is not None:
+                    return self._counted(stream, sections)
+        trace = self.source.full_trace(turn)
 
-            trace: Mapping[str, Any] = built.trace
-            texts = {sec.id: sec for sec in built.asm}
-
-            def text(section_id: str) -> str:
-                sec = texts.get(section_id)
-                return section_text(sec) if sec is not None else ""
-        else:
-            trace = self.source.full_trace(turn)
-
-            def text(section_id: str) -> str:
-                return self.source.section_content(turn, section_id)
+        def text(section_id: str) -> str:
+            return self.source.section_content(turn, section_id)
 
         out: dict[str, int] = {}
         for s in trace.get("sections", []):
@@ -272,6 +335,25 @@ class ContentScan:
                 self._known[key] = n
             if n:
                 out[s["id"]] = n
+        return out
+
+    def _counted(self, stream: _Indexed, sections: Sections) -> dict[str, int]:
+        texts, counts, needle = stream.texts, self._item_counts, self.needle
+        out: dict[str, int] = {}
+        for section_id, nums in sections:
+            if not needle:
+                n = 0
+            elif "\n" in needle:  # (it may span two items: the section's text, as the Content tab has it)
+                n = "\n\n".join(texts[k] for k in nums).count(needle)
+            else:
+                n = 0
+                for k in nums:
+                    c = counts.get(k)
+                    if c is None:
+                        c = counts[k] = texts[k].count(needle)
+                    n += c
+            if n:
+                out[section_id] = n
         return out
 
     def scan_to(

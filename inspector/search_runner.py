@@ -56,19 +56,16 @@ class SearchRunner:
         self.at = 0  # the timeline position the running scan is on (for "stopped at")
 
     def start(self, query: str) -> ContentScan:
-        """A new query: what the last one scanned is let go, and its pass starts again from turn 0.
-
-        Not reused, measured: what a pass pays for is each turn's build (the fold and the request built
-        in place), and what a different text needs of it is every turn's section texts, which are not
-        kept. The history section is new every turn, so the distinct texts grow with the square of the
-        session: 144.5 MB for whatif_1500's 1,500 turns (6.7 MB for pyd's 93), where building them again
-        costs 0.37 ms a turn (0.56 s CPU for all 1,500; 0.29 ms a turn on cp-bench-tui-10000's first
-        2,000, 0.83 on pyd, 1.92 on the demo). Keeping the stream's pipeline at where the last pass
-        stopped does not help either: the new text's counts for the turns before it need those texts."""
+        """A new query: it goes on with the last one's stream (ContentScan.take_stream: the turns that
+        pass built are counted again from the items it kept, not built again; a new text's pass over
+        whatif_1500 went from turn 0 building every turn), what the last one found is let go."""
         self.cancel()
+        scan = ContentScan(query, self.source)  # its own reader is opened by the first jump's worker
+        if self.scan is not None:
+            scan.take_stream(self.scan)
         self.close()
-        self.scan = ContentScan(query, self.source)  # its own reader is opened by the first jump's worker
-        return self.scan
+        self.scan = scan
+        return scan
 
     def clear(self) -> None:
         self.cancel()

@@ -15,6 +15,7 @@ import pytest
 
 from inspector.content_search import ContentScan, JournalStream, stream_for
 from tests.support.probe_agent import T, one_turn, serving_pipeline
+from tests.support.stream_builds import record_builds
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 
@@ -180,5 +181,41 @@ def test_a_followed_recording_is_read_in_one_pass_too() -> None:
             want = _stepped(text, src, turns)
             assert got.counts == want.counts and got.changes == want.changes and any(got.counts), text
             assert stream.past == turns[-1]
+    finally:
+        src.close()
+
+
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_new_query_goes_on_with_the_last_ones_pass(follow: bool) -> None:
+    """A new text searched after another went over the session from turn 0 again, building every turn
+    again. Now it takes the earlier query's stream (ContentScan.take_stream): the turns that one built are
+    counted from the items the stream kept, none built twice, and the counts are the turn-by-turn
+    reading's, for texts within an item, across a section's items (a line break) and sent nowhere."""
+    from inspector.content_search import SentStream
+    from inspector.sources.file import FileSource
+
+    demo = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
+    src = FileSource(demo, follow=follow)
+    try:
+        turns = [t["turn"] for chunk in src.load_chunks() for t in chunk.traces]
+        first = ContentScan("latch", src)
+        first.open_for(src)
+        stream = first.stream
+        assert isinstance(stream, JournalStream if follow else SentStream)
+        built = record_builds(stream)
+        first.scan_to(turns[:25], lambda: False)
+        assert built == turns[:25]
+        earlier = first
+        for text in ("list_files", "## user\n\n", "zqxjw", "latch"):
+            scan = ContentScan(text, src)
+            scan.take_stream(earlier)
+            earlier.close()  # (the app closes the last query's scan: the stream is the new one's now)
+            scan.scan_to(turns, lambda: False)
+            want = _stepped(text, src, turns)
+            assert scan.counts == want.counts and scan.changes == want.changes, text
+            earlier = scan
+        assert built == turns, "every turn built once, over five queries"
+        assert any(earlier.counts) and earlier.stream is stream
+        earlier.close()
     finally:
         src.close()

@@ -39,30 +39,34 @@ def shared_counter() -> TokenCounter:
 
 
 def section_text(section: Section) -> str:
+    return "\n\n".join(t for it in section.items if (t := item_text(it)) is not None)
+
+
+def item_text(it: Any) -> str | None:
+    """One item's part of its section's text (None: an item that shows nothing). Items are shared from
+    turn to turn (a message stays the same object while the history keeps it): content search counts a
+    text item by item (inspector/content_search.py)."""
     from engine.artifacts import Message, SpillReference, Text, Thinking, ToolCall, ToolResult, ToolSchema
 
-    out: list[str] = []
-    for it in section.items:
-        if isinstance(it, Text):
-            out.append(it.text)
-        elif isinstance(it, SpillReference):
-            out.append(it.render())
-        elif isinstance(it, ToolSchema):
-            out.append(
-                json.dumps(
-                    {"name": it.name, "description": it.description, "parameters": it.parameters()}, indent=2
-                )
-            )
-        elif isinstance(it, Message):
-            out.append(f"## {it.role}")
-            for p in it.parts:
-                if isinstance(p, ToolResult):
-                    out.append(f"[tool result {p.call_id} ({p.form})]\n{p.content}")
-                elif isinstance(p, ToolCall):
-                    out.append(f"[tool call {p.id} {p.name}] {p.arguments}")
-                elif isinstance(p, (Text, Thinking)):
-                    out.append(p.text)
-    return "\n\n".join(out)
+    if isinstance(it, Text):
+        return it.text
+    if isinstance(it, SpillReference):
+        return it.render()
+    if isinstance(it, ToolSchema):
+        return json.dumps(
+            {"name": it.name, "description": it.description, "parameters": it.parameters()}, indent=2
+        )
+    if isinstance(it, Message):
+        out = [f"## {it.role}"]
+        for p in it.parts:
+            if isinstance(p, ToolResult):
+                out.append(f"[tool result {p.call_id} ({p.form})]\n{p.content}")
+            elif isinstance(p, ToolCall):
+                out.append(f"[tool call {p.id} {p.name}] {p.arguments}")
+            elif isinstance(p, (Text, Thinking)):
+                out.append(p.text)
+        return "\n\n".join(out)
+    return None
 
 
 def _cancellable(events: Iterable[dict[str, Any]], cancelled: Callable[[], bool]) -> Iterator[dict[str, Any]]:

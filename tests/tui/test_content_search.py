@@ -20,6 +20,7 @@ from inspector.sources.synthetic import SyntheticSource
 from panels.content_viewer import ContentViewer
 from panels.manifest import ManifestPanel
 from panels.markup_line import MarkupLine
+from tests.support.stream_builds import record_builds
 from tests.tui.conftest import settle
 
 DEMO = Path(__file__).resolve().parents[2] / "demo_sessions" / "scout-anthropic.cpsession"
@@ -213,6 +214,28 @@ async def test_live_a_search_at_the_newest_turn_wraps_to_the_first_change() -> N
         assert "search wrapped to turn 0  ·  turn 5: '(step 5)' enters the prompt in history" in bar(app), (
             bar(app)
         )
+
+
+async def test_a_second_query_goes_on_with_the_first_ones_pass() -> None:
+    """`/` with a new text went over the recording from turn 0 again, building each turn again: now only
+    the turns the first query's pass had not reached are built."""
+    app = InspectorApp(FileSource(DEMO), theme="cp-dark", start_turn=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await search(pilot, "latch")
+        await settle(pilot)
+        first = app.search.scan
+        assert first is not None and turn(app) == 11
+        stream = first.stream
+        assert stream is not None and first.scanned == 12  # turns 0-11: as far as the answer needed
+        built = record_builds(stream)
+        await pilot.press("end")
+        await search(pilot, "list_files")
+        await settle(pilot)
+        scan = app.search.scan
+        assert scan is not None and scan is not first and scan.stream is stream
+        assert "list_files" in bar(app) and scan.scanned == 40, bar(app)
+        assert built == list(range(12, 40)), built
 
 
 async def _latch_found(pilot: Pilot) -> None:
