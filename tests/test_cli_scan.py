@@ -21,6 +21,7 @@ from engine.probe.client import list_agents
 from engine.recording.cpsession import RecordingReader
 from engine.store import ContextStore
 from inspector.cli import app
+from tests.support.cli_lines import is_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
@@ -100,7 +101,7 @@ def test_every_command_with_bad_input_says_what_is_wrong(bad: dict[str, Path]) -
         res = runner.invoke(app, args)
         out = res.output
         clean = res.exception is None or isinstance(res.exception, SystemExit)
-        said = [ln for ln in out.splitlines() if ln.startswith("cp-inspect:")]
+        said = [ln for ln in out.splitlines() if is_error_line(ln)]
         usage = "Error" in out or "Invalid value" in out or "Usage:" in out
         if res.exit_code == 0 or not clean or "Traceback" in out or not (len(said) == 1 or usage):
             problems.append(f"{args}: exit {res.exit_code}, {res.exception!r}: {out[-300:]}")

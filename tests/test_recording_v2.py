@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from engine.recording import cpsession_writer
 from engine.recording.cpsession import RecordingError, RecordingReader, RecordingWriter
 from inspector.cli import app
+from tests.support.cli_lines import is_error_line
 
 from . import attacks
 from .test_recording import HEADER, _corrupt_everywhere_is_reported, session_events, unique
@@ -204,7 +205,7 @@ def test_footer_with_a_string_data_end_is_ignored_and_the_index_rebuilt(tmp_path
     res = CliRunner().invoke(app, ["explain", str(bad)])
     assert isinstance(res.exception, SystemExit) and "index footer" in res.output  # a warning, not a crash
     # (these synthetic traces lack the engine's fields: explain then says so in one line, naming the offset)
-    errors = [ln for ln in res.output.splitlines() if ln.startswith("cp-inspect:")]
+    errors = [ln for ln in res.output.splitlines() if is_error_line(ln)]
     assert res.exit_code == 0 or (len(errors) == 1 and str(bad) in errors[0] and "salvage" in errors[0])
 
 
@@ -240,5 +241,5 @@ def test_crafted_frames_give_one_line_and_no_traceback(
     res = CliRunner().invoke(app, [cmd, str(p)])
     assert isinstance(res.exception, SystemExit) or res.exception is None, repr(res.exception)
     if res.exit_code != 0:
-        lines = [ln for ln in res.output.splitlines() if ln.startswith("cp-inspect:")]
+        lines = [ln for ln in res.output.splitlines() if is_error_line(ln)]
         assert len(lines) == 1 and str(p) in lines[0] or "has no completed turns" in lines[0], res.output
