@@ -39,34 +39,45 @@ def shared_counter() -> TokenCounter:
 
 
 def section_text(section: Section) -> str:
-    return "\n\n".join(t for it in section.items if (t := item_text(it)) is not None)
+    out: list[str] = []
+    _pieces(section.items, out)
+    return "\n\n".join(out)
 
 
 def item_text(it: Any) -> str | None:
     """One item's part of its section's text (None: an item that shows nothing). Items are shared from
     turn to turn (a message stays the same object while the history keeps it): content search counts a
     text item by item (inspector/content_search.py)."""
+    out: list[str] = []
+    _pieces((it,), out)
+    return "\n\n".join(out) if out else None
+
+
+def _pieces(items: Iterable[Any], out: list[str]) -> None:
+    """The items' texts as section_text joins them (a blank line apart), appended to `out`: one loop for
+    a whole section (a call per item made section_text 1.5-3.5x slower, 185 items 0.065 -> 0.10-0.23 ms)."""
     from engine.artifacts import Message, SpillReference, Text, Thinking, ToolCall, ToolResult, ToolSchema
 
-    if isinstance(it, Text):
-        return it.text
-    if isinstance(it, SpillReference):
-        return it.render()
-    if isinstance(it, ToolSchema):
-        return json.dumps(
-            {"name": it.name, "description": it.description, "parameters": it.parameters()}, indent=2
-        )
-    if isinstance(it, Message):
-        out = [f"## {it.role}"]
-        for p in it.parts:
-            if isinstance(p, ToolResult):
-                out.append(f"[tool result {p.call_id} ({p.form})]\n{p.content}")
-            elif isinstance(p, ToolCall):
-                out.append(f"[tool call {p.id} {p.name}] {p.arguments}")
-            elif isinstance(p, (Text, Thinking)):
-                out.append(p.text)
-        return "\n\n".join(out)
-    return None
+    for it in items:
+        if isinstance(it, Text):
+            out.append(it.text)
+        elif isinstance(it, SpillReference):
+            out.append(it.render())
+        elif isinstance(it, ToolSchema):
+            out.append(
+                json.dumps(
+                    {"name": it.name, "description": it.description, "parameters": it.parameters()}, indent=2
+                )
+            )
+        elif isinstance(it, Message):
+            out.append(f"## {it.role}")
+            for p in it.parts:
+                if isinstance(p, ToolResult):
+                    out.append(f"[tool result {p.call_id} ({p.form})]\n{p.content}")
+                elif isinstance(p, ToolCall):
+                    out.append(f"[tool call {p.id} {p.name}] {p.arguments}")
+                elif isinstance(p, (Text, Thinking)):
+                    out.append(p.text)
 
 
 def _cancellable(events: Iterable[dict[str, Any]], cancelled: Callable[[], bool]) -> Iterator[dict[str, Any]]:
