@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support import suite_freeze
 from tests.support.probe_dirs import short_runtime_dir
 
 # Property tests check behaviour, not speed: on a shared 2-core machine input generation and examples run
@@ -22,6 +23,22 @@ from tests.support.probe_dirs import short_runtime_dir
 # `@settings` keep every field they name and inherit these two.
 settings.register_profile("contextpipe", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("contextpipe")
+
+
+# The suite's heap frozen after collection, stepping aside for the app's own freeze and thaw
+# (tests/support/suite_freeze.py): its full collections no longer rescan every imported module.
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    suite_freeze.collection_starts()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    suite_freeze.install()
+    suite_freeze.collection_ends()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    suite_freeze.before_test(item.path)
+
 
 TRAJECTORIES = Path(
     os.environ.get("CONTEXTPIPE_TRAJECTORIES")
