@@ -295,3 +295,40 @@ def test_an_agent_in_a_multiprocessing_worker_flushes_and_removes_its_socket(rtd
         if worker.is_alive():
             worker.kill()
             worker.join()
+
+
+def test_a_newcomer_at_the_limit_is_served_when_the_clients_holding_it_are_gone(rtdir: Path) -> None:
+    """The fresh-clone CI's 'already serves 32 probe clients' (83d7ce0), made deterministic: the clients
+    holding every slot close, and a newcomer connects, while the I/O thread is held off (here by holding
+    its pass lock; in the CI by load, and a pass in CPU debt that handled the listener first). Its next
+    pass met the listener before the closed clients' EOFs, and refused the newcomer for slots held by
+    nobody. Now a newcomer at the limit first frees the slots of clients already gone (admission.py)."""
+    journal = [{"k": "turn", "turn": 0, "trace": {}}]
+    server = ProbeServer(HELLO, lambda: journal, runtime_dir=rtdir, max_clients=2)
+    with server:
+        holders = []
+        for _ in range(2):
+            holders.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+            holders[-1].connect(str(server.path))
+        give_up = time.monotonic() + 30
+        while len(server._clients) < 2 and time.monotonic() < give_up:
+            time.sleep(0.01)
+        assert len(server._clients) == 2
+        newcomer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        early = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with server._pass_lock:  # no pass runs until the slots' holders are gone and the newcomer waits
+            # A connection first, so the I/O thread wakes for the listener alone and waits for this lock
+            # with its pass already chosen (the order the CI's loaded pass met them in). The pause only
+            # orders the events: if the thread wakes later, it also sees the EOFs, and passes either way.
+            early.connect(str(server.path))
+            early.close()
+            time.sleep(0.2)
+            for s in holders:
+                s.close()
+            newcomer.connect(str(server.path))
+        try:
+            newcomer.settimeout(10)
+            said = newcomer.recv(4096)
+        finally:
+            newcomer.close()
+        assert b"too_many_clients" not in said and b"hello" in said, said
