@@ -22,7 +22,7 @@ from .cli_common import GateOpt, ThemeOpt, ThresholdOpt, check_window, fail, nee
 from .cli_explain import _DAMAGED, _DISAGREE, _explain_once, _explain_streamed, load_events  # noqa: F401
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
-from .entry import output_failed, run_plain_command
+from .entry import hold_closed_stdout, output_failed, run_plain_command
 from .missing_param import OneLineMissing
 from .proxy_cli import agent_ended, proxy, run
 from .simulate_cli import simulate
@@ -38,6 +38,7 @@ class CommandLine(typer.Typer):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not args and not kwargs:
+            hold_closed_stdout()
             run_plain_command(sys.argv[1:])
         try:
             return super().__call__(*args, **kwargs)

@@ -23,6 +23,7 @@ from typing import NoReturn
 
 
 def main() -> None:
+    hold_closed_stdout()
     # `inspect` (which `dataclasses` imports) only once something reads it (lazy_inspect.py): ~5 ms.
     from . import lazy_inspect
 
@@ -153,6 +154,14 @@ _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, e
 def output_failed(exc: OSError) -> None:
     """For `exc` from writing the output (`simulate --json > FILE` on a full disk, or over quota): one
     line saying so and exit 1, not a traceback; returns for any other error."""
+    if exc.errno == errno.EBADF and _stdout_was_closed:
+        _quiet_stdout()
+        print(
+            "cp-inspect: cannot write the output: standard output is closed (`1<&-`); "
+            "redirect it instead (> FILE, or > /dev/null to discard it)",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     if exc.errno not in _WRITE_ERRNOS:
         return
     try:
@@ -166,6 +175,38 @@ def output_failed(exc: OSError) -> None:
         file=sys.stderr,
     )
     sys.exit(1)
+
+
+# Set by hold_closed_stdout: fd 1 was closed when the program started.
+_stdout_was_closed: list[bool] = []
+
+
+def hold_closed_stdout() -> None:
+    """`cp-inspect ... 1<&-`: with fd 1 closed at start Python sets sys.stdout to None, and print and
+    typer.echo then write nothing without a word: a command "succeeded" (exit 0) having said nothing.
+    Hold fd 1 with /dev/null opened read-only (so no file the command opens becomes fd 1 and receives
+    its output, and a child still cannot write there) and make sys.stdout a stream straight over it:
+    the first line written fails with EBADF, which output_failed reports. A command that writes
+    nothing to stdout still succeeds, as `true 1<&-` does; the TUI draws on stderr and is unaffected."""
+    if sys.stdout is not None or _fd_open(1):
+        return
+    import io
+
+    fd = os.open(os.devnull, os.O_RDONLY)
+    if fd != 1:
+        os.dup2(fd, 1)
+        os.close(fd)
+    # Unbuffered (raw, write_through): the write itself fails, not a flush at exit that could only warn.
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True)
+    _stdout_was_closed[:] = [True]
+
+
+def _fd_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def _quiet_stdout() -> None:
