@@ -8,9 +8,11 @@ it (one turn = the new messages, next_request, record_usage, the reply) under sy
 events, and reports per turn: Python calls (frames), line events, bytecodes (opcode events) and C
 calls (sys.setprofile's c_call), the median over the steady express-lane turns (turn >= --warm, made by
 the lane) and over all steady turns. Deterministic: the same code and trajectory give the same counts.
+--peer counts trim+memo's turns (bench_engine's peer, under the engine's ceilings) the same way, beside the
+engine's: issue 12's whole-trajectory ratio as interpreter work, which the load does not move.
 
     .venv/bin/python benchmarks/bench_turn_steps.py [--file PATH] [--provider anthropic] [--window 32000]
-        [--warm 10] [--ab BASE_DIR] [--top 30 [--turns 0-9,25]]
+        [--warm 10] [--ab BASE_DIR] [--top 30 [--turns 0-9,25]] [--touch] [--peer]
 
 --ab BASE_DIR counts under BASE_DIR's engine too (a `git archive` of older code; each tree in a child
 process under its own PYTHONPATH) and prints both side by side. --top N lists the functions with the
@@ -200,9 +202,44 @@ def child(args: argparse.Namespace) -> int:
         run.close()
     if args.touch:
         touched(args, imp, turns, touch)
+    peer = peer_turns(imp, args.window, args.touch) if args.peer else None
     gc.enable()
-    print(json.dumps({"turns": turns, "funcs": funcs, "touch": touch}))
+    print(json.dumps({"turns": turns, "funcs": funcs, "touch": touch, "peer": peer}))
     return 0
+
+
+def peer_turns(imp: Any, window: int, touch: bool) -> list[dict[str, Any]]:
+    """--peer: trim+memo's turns (bench_engine's LcAgent.turn: the new messages' LangChain objects, trim_messages
+    under the engine's ceiling of each turn with the memoized counter, the reply's AIMessage), counted as the
+    engine's are, after an untraced replay (LangChain's lazy set-up, imports); with --touch, a replay under
+    Touch too. The peer's lane flag is True on every turn (it has one path)."""
+    import bench_engine as be
+    from langchain_core.messages import trim_messages
+
+    limits = be.engine_only(imp, window)  # the ceilings --iso hands the peer
+    plan = be.LcPlan(imp)
+    count_one = be.tiktoken_one()
+    counter = Counter(False)
+    t = Touch()
+    modes = ("warm", "count", "touch") if touch else ("warm", "count")
+    turns: list[dict[str, Any]] = [{"lane": True} for _ in limits]
+    for mode in modes:
+        gc.collect()
+        agent, memo = be.LcAgent(plan), be.memo_counter(count_one)
+        for k, limit in enumerate(limits):
+            tracer = counter if mode == "count" else t if mode == "touch" else None
+            if tracer is not None:
+                tracer.reset()
+                sys.setprofile(tracer.profile)
+                sys.settrace(tracer.trace)
+            agent.turn(k, trim_messages, limit, memo)
+            sys.settrace(None)
+            sys.setprofile(None)
+            if mode == "count":
+                turns[k].update(counter.n)
+            elif mode == "touch":
+                turns[k].update(t.counts())
+    return turns
 
 
 def _label(root: str, name: str) -> str:
@@ -291,6 +328,12 @@ def main() -> int:
         help="also count what each turn touches: distinct code objects, lines, modules, bytecode bytes, C "
         "functions, and blocks allocated that survive the turn (with --top: by module and function)",
     )
+    ap.add_argument(
+        "--peer",
+        action="store_true",
+        help="also count trim+memo's turns (bench_engine's peer, under the engine's ceilings) the same way, "
+        "beside the engine's: issue 12's ratio in interpreter work rather than time",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -307,6 +350,8 @@ def main() -> int:
             cmd += ["--turns", ",".join(map(str, sorted(args.turns)))]
         if args.touch:
             cmd.append("--touch")
+        if args.peer and name == "new":
+            cmd.append("--peer")
         env = dict(os.environ, PYTHONPATH=str(tree))
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
         got[name] = json.loads(out)
@@ -336,6 +381,23 @@ def main() -> int:
             print(f"  new / base: a lane turn's distinct lines {n['dlines'] / b['dlines']:.4f} ({n['dlines'] - b['dlines']:+.0f}), "
                   f"code objects {n['codes'] - b['codes']:+.0f}, modules {n['modules'] - b['modules']:+.0f}, blocks kept "
                   f"{n['kept_blocks'] - b['kept_blocks']:+.0f}")  # fmt: skip
+    peer = got["new"].get("peer")
+    if peer:
+        n, q = summary(got["new"]["turns"], args.warm), summary(peer, args.warm)
+        print(f"  trim+memo: a steady turn {q['steps']:.0f} bytecodes, {q['calls']:.0f} Python calls, "
+              f"{q['lines']:.0f} lines, {q['c_calls']:.0f} C calls; trajectory {q['total_steps']} bytecodes "
+              f"(first turn {peer[0]['steps']}, last {peer[-1]['steps']}: trim walks every message)")  # fmt: skip
+        line = (
+            f"  engine / trim+memo: lane turn bytecodes {n['steps'] / q['steps']:.2f}x, calls "
+            f"{n['calls'] / q['calls']:.2f}x; trajectory bytecodes {n['total_steps'] / q['total_steps']:.2f}x"
+        )
+        if args.touch:
+            print(f"  trim+memo: a steady turn touches {q['codes']:.0f} code objects in {q['modules']:.0f} modules, "
+                  f"{q['dlines']:.0f} distinct lines, {q['code_bytes'] / 1024:.1f} KiB of bytecode, "
+                  f"{q['c_funcs']:.0f} C functions")  # fmt: skip
+            line += (f"; distinct lines {n['dlines'] / q['dlines']:.2f}x, code objects {n['codes'] / q['codes']:.2f}x, "
+                     f"KiB of bytecode {n['code_bytes'] / q['code_bytes']:.2f}x")  # fmt: skip
+        print(line)
     if args.top:
         data = got["new"]
         if args.turns is not None:

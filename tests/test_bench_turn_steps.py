@@ -114,3 +114,20 @@ def test_touch_counts_each_line_and_function_once_however_often_it_runs() -> Non
     assert three.codes[leaf] == {leaf.co_firstlineno + 1, leaf.co_firstlineno + 2}
     assert none.counts()["codes"] == 1 and none.counts()["dlines"] < got["dlines"] - 1
     assert got["code_bytes"] == sum(len(c.co_code) for c in three.codes)
+
+
+def test_the_peer_is_counted_turn_by_turn_as_the_engine_is() -> None:
+    """--peer: trim+memo's turns under the same counter, one figure a call, the same on a second count
+    (what lets the engine / trim+memo work ratio be read on a loaded machine), and the touch replay's
+    figures beside them."""
+    from engine.importers import load
+
+    root = Path(__file__).resolve().parents[1]
+    imp = load(root / "tests" / "fixtures" / "synthetic" / "proxy_anthropic.jsonl")
+    turns = bts.peer_turns(imp, 32_000, True)
+    assert len(turns) == len(imp.calls) >= 3
+    steps = [t["steps"] for t in turns]
+    assert all(s > 0 for s in steps)
+    assert all(t["lane"] and t["calls"] > 0 and 0 < t["codes"] <= t["dlines"] for t in turns)
+    # Deterministic, as the engine's counts: a second count gives the same figures.
+    assert [t["steps"] for t in bts.peer_turns(imp, 32_000, False)] == steps
