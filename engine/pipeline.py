@@ -34,12 +34,11 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import cached_property
+from dataclasses import replace
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 
 from engine import alerts as alert_rules
 from engine import pipeline_express as express
@@ -58,6 +57,9 @@ from engine.errors import (
 from engine.feedback import Usage, attribute_cache_break, finish_reason_of, normalize_usage
 from engine.hashing import content_hash, sha256, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, OptimizeResult, Summarizer, optimize
+from engine.pipeline_request import Built as Built
+from engine.pipeline_request import Decided as Decided
+from engine.pipeline_request import Request as Request
 from engine.plan import Plan, Reserves, SectionEstimate, Thresholds, budget_of, history_pressure, plan_of
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules, for_model
@@ -231,73 +233,10 @@ def _raise_closed(name: str) -> None:
     )
 
 
-class Request:
-    """What Execute hands back: the provider body, its canonical bytes, and the turn's trace.
-
-    The trace of a turn nothing observes as it happens (no recorder, probe or exporter on the journal)
-    is built when first read (engine/trace_lazy.py): `ceiling` and `final_tokens` read without building it."""
-
-    def __init__(self, turn: int, serialized: SerializedRequest, trace: dict[str, Any] | TurnRecord) -> None:
-        self.turn = turn
-        self.serialized = serialized
-        self._trace = trace
-
-    @property
-    def trace(self) -> dict[str, Any]:
-        t = self._trace
-        return t.trace() if isinstance(t, TurnRecord) else t
-
-    @property
-    def ceiling(self) -> int:
-        """trace["ceiling"]: the most tokens this request may hold."""
-        t = self._trace
-        return t.ceiling if isinstance(t, TurnRecord) else t["ceiling"]
-
-    @property
-    def final_tokens(self) -> int:
-        """trace["final_tokens"]: the tokens it holds, as the engine counts them."""
-        t = self._trace
-        return t.final_tokens if isinstance(t, TurnRecord) else t["final_tokens"]
-
-    def __repr__(self) -> str:
-        return f"Request(turn={self.turn}, {len(self.serialized.body)} bytes)"
-
-    @cached_property
-    def body(self) -> dict[str, Any]:
-        """The body as a dict for `client.create(**req.body)`, parsed from `bytes` on first use (an agent
-        that sends the canonical bytes itself never pays for it)."""
-        return self.serialized.json()  # type: ignore[no-any-return]
-
-    @property
-    def bytes(self) -> bytes:
-        return self.serialized.body
 
 
-@dataclass
-class Built:
-    """Everything one Plan+Bind+Optimize+Execute pass produced (also what a what-if re-plan returns)."""
-
-    plan: Plan
-    asm: Assembly
-    serialized: SerializedRequest
-    trace: dict[str, Any]
-    state: CompactionState | None = None  # the compaction state after this request (cost_aware policy)
 
 
-class Decided(NamedTuple):
-    """Pipeline.decide's result: the plan and the optimized assembly, with what the trace reports."""
-
-    plan: Plan
-    reserves: Reserves
-    ratio: float  # calibration: provider tokens per engine token
-    before: Assembly  # the assembly before optimize
-    res: OptimizeResult
-    spill_failures: list[str]
-    state: CompactionState | None  # the compaction state after this request (cost_aware policy)
-    decision: dict[str, Any] | None  # cost_aware's compaction record for the trace
-    # decide(defer_texts=True): completes `decision` and the compaction step for the trace (cost_aware's
-    # Outcome.finish); call it once before reading either. None: complete already.
-    finish: Callable[[], None] | None = None
 
 
 class Pipeline:
