@@ -25,12 +25,9 @@ a recorded request from a journal is:
 from __future__ import annotations
 
 import functools
-import itertools
 import json
-import os
 import re
 import time
-import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from itertools import compress
@@ -57,12 +54,15 @@ from engine.pipeline_guard import _CALLBACK, _CallGuard, _raise_closed, _raise_r
 from engine.pipeline_request import Built as Built
 from engine.pipeline_request import Decided as Decided
 from engine.pipeline_request import Request as Request
+from engine.pipeline_sinks import ENGINE_VERSION as ENGINE_VERSION
+from engine.pipeline_sinks import ENV_RECORD as ENV_RECORD
+from engine.pipeline_sinks import Sinks
 from engine.plan import Plan, Reserves, SectionEstimate, Thresholds, budget_of, history_pressure, plan_of
 from engine.policy import cost_aware
 from engine.policy.cachecost import CacheRules, for_model
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
-from engine.probe.optin import redact_requested, serve_requested
+from engine.probe.optin import redact_requested
 from engine.providers import SerializedRequest, Serializer, canonical_provider, make_serializer
 from engine.providers.anthropic import (
     EMPTY_SYSTEM_TEXT,
@@ -92,16 +92,11 @@ if TYPE_CHECKING:
     from engine.bind import BindJob
     from engine.shadow import CandidateConfig, Shadow
 
-# Bumped when the same input may give other request bytes (a recording made before then may fail
-# `cp-inspect verify`, which then names both versions). 0.2.0: Anthropic/Bedrock empty messages and blank
-# text, tool-call ids a provider refuses or repeats (sessions 25-27).
-ENGINE_VERSION = "0.2.0"
 TRACE_HISTORY = 32
 # A compacted session's turn is assembled from the task and the conversation after the cut, not from
 # every message (see Pipeline._assemble_from). The output is the same either way; tests switch this off
 # to compare the two.
 ASSEMBLE_FROM_CUT = True
-ENV_RECORD = "CONTEXTPIPE_RECORD"
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -204,7 +199,7 @@ _REFUSE_EMPTY = {"anthropic": ("Anthropic", "the Messages API"), "bedrock": ("Be
 
 
 
-class Pipeline:
+class Pipeline(Sinks):
     # Inside a public call that journals (see _journals): nested calls leave the flush to the outermost.
     _in_call = False
     # next_request() and assistant() refuse to go on while the newest assistant message has a call with
@@ -413,82 +408,9 @@ class Pipeline:
             self._open_sinks(record, serve, redact)
             self._open_otel(otel, redact_requested(redact))
 
-    # ----------------------------------------------------------------- sinks
-    def _open_sinks(self, record: str | Path | None, serve: bool | None, redact: bool | None) -> None:
-        record = record or os.environ.get(ENV_RECORD) or None
-        serve = serve_requested(serve)  # an explicit argument wins, else CONTEXTPIPE_SERVE=1
-        redact = redact_requested(redact)  # likewise CONTEXTPIPE_REDACT=1
-        header = {
-            "model": self.config.model,
-            "provider": self.config.provider,
-            "engine_version": ENGINE_VERSION,
-            "start_time": self.clock(),
-            **self.links,
-        }
-        if record:
-            from engine.recording.cpsession import RecordingWriter
 
-            if Path(record).exists():
-                raise ConfigError(
-                    f"{record} already exists: a recording is never overwritten; delete it or record to a new path"
-                )
-            # The counter rides along so close() stores its counts: a reader need not tokenize again.
-            self.recorder = RecordingWriter(record, header, counter=self.counter)
-            for ev in self.journal.events:
-                self.recorder.append(ev)
-        if serve:
-            # An inspector that sees the agent exit can then say where the session is kept.
-            hello = {**header, "recording": os.path.abspath(record)} if record else header
-            self.probe = _start_probe(hello, self.journal, redact)
-        if self.recorder is not None or self.probe is not None:
-            self.journal.subscribe(self._publish)
 
-    def _open_otel(self, otel: bool | None, redact: bool) -> None:
-        """OpenTelemetry export, opt-in: `otel=True` or the standard OTEL_EXPORTER_OTLP_* variables. A
-        missing SDK or endpoint asked for explicitly is an error; one implied by the environment only
-        warns, so a variable set for other programs never stops the agent."""
-        from engine.export.optin import otel_requested
 
-        if not otel_requested(otel):
-            return
-        from engine.export.otel import OtelSink
-
-        header = {"model": self.config.model, "provider": self.config.provider}
-        try:
-            sink = OtelSink(header, redact=redact)
-        except ConfigError as exc:
-            if otel:
-                raise
-            import warnings
-
-            warnings.warn(f"OpenTelemetry export is off: {exc}", RuntimeWarning, stacklevel=3)
-            return
-        for ev in self.journal.events:
-            sink(ev)
-        self.journal.subscribe(sink)
-        self.otel = sink
-
-    def _publish(self, ev: Event) -> None:
-        """Hand one journal event to the recorder and the probe. The recorder encodes every event it
-        writes; the probe gets those bytes too, so its thread does not encode the event a second time."""
-        frame = None
-        if self.recorder is not None:
-            try:
-                frame = self.recorder.append(ev)
-            except ContextPipeError as exc:
-                # A full disk (or any write the OS refuses) must not cost the agent its turn, nor the
-                # probe this event: the recorder stops at the failure and keeps what it wrote before.
-                self._recorder_failed(exc)
-        if self.probe is not None:
-            self.probe.publish(ev, frame)
-
-    def _recorder_failed(self, exc: Exception) -> None:
-        """Say once that the recording stopped (the journal counts each refused event in sink_errors)."""
-        if self.recording_error is None:
-            self.recording_error = exc
-            import warnings
-
-            warnings.warn(f"contextpipe: recording stopped, the agent goes on: {exc}", RuntimeWarning, stacklevel=2)
 
     def close(self) -> None:
         """Journal the open turn, then close the recording, the probe and the exporter. Closing twice is
@@ -1667,40 +1589,8 @@ class Pipeline:
         self.traces.append(built.trace)
         return Request(built.trace["turn"], built.serialized, built.trace)
 
-    def _defers_trace(self) -> bool:
-        """Whether this turn's trace may wait until something reads it (see engine/trace_lazy.py):
-        nothing is handed the journal's events as they come, no shadow plans from the trace, the journal
-        moves old events to disk (so the records it holds are bounded), and the fast path is on (off,
-        every build computes everything at once: the reference the tests compare with)."""
-        return (
-            self.fast_path
-            and self._unwatched()
-            and self._shadow is None
-            and self.journal.events.keep is not None
-        )
 
-    def _unwatched(self) -> bool:
-        """Nothing is handed the journal's events as they come but, at most, a live probe with no client
-        attached: it drops each event at once (nothing encoded), but its subscription made every turn
-        build its trace at once, for an agent that serves and is never attached to: a served agent's
-        turn cost ~120 us (~10%) more than one that does not serve, ~35 us now (a paced ~1.2 ms turn,
-        measured). A client that attaches reads the journal (its snapshot builds what it reads) and from
-        then on turns are built as they come."""
-        journal = self.journal
-        if not journal.observed:
-            return True
-        probe = self.probe
-        # (A client of the fold stream does not count: it rebuilds the traces from the journal itself,
-        # engine.probe.elide.fold_out, so an inspector that attaches that way leaves the turns lazy.)
-        return (
-            probe is not None
-            and self.recorder is None
-            and not probe.tracing_clients
-            and journal.observed_only_by(self._publish)
-        )
 
-    def _watched(self) -> bool:
-        return not self._unwatched()
 
     def _finish_unobserved(self, bound: dict[str, dict[str, Any]]) -> Request:
         """_finish for a turn nothing observes: the request, the journal's request event and everything
@@ -2173,39 +2063,5 @@ def _args(c: Mapping[str, Any]) -> str:
     return canonical_json(a).decode()
 
 
-def _start_probe(header: dict[str, Any], journal: Journal, redact: bool) -> Any:
-    """The live probe, or None with one warning saying why not and how to fix it. A probe that cannot
-    start (a runtime directory planted by another user or with the wrong mode, a socket path too long,
-    no descriptors left) must never stop the agent: the agent runs on without it."""
-    from engine.probe.server import ProbeServer
-
-    events = journal.events  # append-only: clients read it by index, nothing is copied per client
-    # The first pipeline of the process serves at <pid>.sock; one made while it still does (a forked
-    # sub-agent under CONTEXTPIPE_SERVE=1, or fork(serve=True)) at <pid>.N.sock, as the proxy serves each
-    # conversation (`cp-inspect ps` lists it as PID.N): it was refused ("already serving") and ran unserved.
-    busy = any(s.session is None and s.running for s in list(_PROBES))
-    session = next(_PROBE_SESSIONS) if busy else None
-    server = ProbeServer(header, lambda: events, redact=redact, session=session)
-    try:
-        try:
-            server.start()
-        except ContextPipeError:
-            if server.session is not None:
-                raise
-            server.close()  # <pid>.sock taken meanwhile (another thread's pipeline): a session socket
-            server = ProbeServer(header, lambda: events, redact=redact, session=next(_PROBE_SESSIONS))
-            server.start()
-    except (ContextPipeError, OSError) as exc:
-        server.close()
-        import logging  # here: the only use, and ~4 ms of CPU a reader of recordings need not import
-
-        logging.getLogger("contextpipe.probe").warning(
-            "contextpipe: the live probe is disabled, the agent runs on without it: %s", exc
-        )
-        return None
-    _PROBES.add(server)
-    return server
 
 
-_PROBES: weakref.WeakSet[Any] = weakref.WeakSet()  # the probe servers this process's pipelines started
-_PROBE_SESSIONS = itertools.count(1)
