@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-import engine.pipeline as pipeline_mod
+import engine.pipeline_assembly as assembly_mod
 from engine.pipeline import Pipeline
 from engine.tokens import CharTokenizer, TokenCounter
 
@@ -25,16 +25,16 @@ def _session(
 ) -> tuple[list[tuple[bytes, str]], list[str], int]:
     """(request bytes and trace per turn, the journal, turns assembled with messages left out).
     `whole`: every turn is assembled from the whole conversation, as before this optimization."""
-    monkeypatch.setattr(pipeline_mod, "ASSEMBLE_FROM_CUT", not whole)
+    monkeypatch.setattr(assembly_mod, "ASSEMBLE_FROM_CUT", not whole)
     elided_turns = 0
-    real = pipeline_mod.history_section
+    real = assembly_mod.history_section
     live_len: list[int] = []
 
     def spy(*args: Any) -> Any:
         live_len.append(len(args[0]))  # the history argument of sections.history_section
         return real(*args)
 
-    monkeypatch.setattr(pipeline_mod, "history_section", spy)
+    monkeypatch.setattr(assembly_mod, "history_section", spy)
     rnd = random.Random(seed)
     pipe = Pipeline(
         "deepseek-chat" if provider == "openai" else "claude-sonnet-4",
@@ -94,13 +94,13 @@ def test_a_turn_copies_what_it_may_send_not_the_conversation(monkeypatch: pytest
     tail: a few dozen messages, not 1,600. The wave-1 policy, which re-decides from the whole history
     every turn, still gets all of it."""
     sizes: list[int] = []
-    real = pipeline_mod.history_section
+    real = assembly_mod.history_section
 
     def spy(*args: Any) -> Any:
         sizes.append(len(args[0]))  # the history argument of sections.history_section
         return real(*args)
 
-    monkeypatch.setattr(pipeline_mod, "history_section", spy)
+    monkeypatch.setattr(assembly_mod, "history_section", spy)
     for policy, rounds in (("cost_aware", 800), ("wave1", 150)):
         sizes.clear()
         pipe = Pipeline(

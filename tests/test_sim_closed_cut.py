@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engine.pipeline as pipeline_mod
+import engine.pipeline_assembly as assembly_mod
 import engine.sim.simulate as sim_mod
 from engine.pipeline import Pipeline
 from engine.policy.state import CompactionState
@@ -115,7 +115,7 @@ def test_a_closed_build_assembles_the_window_not_the_conversation(monkeypatch: p
     small part of the conversation (before the carried cut, every closed build assembled the whole
     conversation: ~300 messages at the end against ~200 in the middle)."""
     sizes: list[tuple[int, int]] = []  # (messages assembled, conversation length), per closed build
-    real = pipeline_mod.history_section
+    real = assembly_mod.history_section
     closed_build = [False]
 
     def recorded(history: Any, pending: Any) -> Any:
@@ -123,7 +123,7 @@ def test_a_closed_build_assembles_the_window_not_the_conversation(monkeypatch: p
             sizes.append((len(history), len(pipe_ref[0].history)))
         return real(history, pending)
 
-    monkeypatch.setattr(pipeline_mod, "history_section", recorded)
+    monkeypatch.setattr(assembly_mod, "history_section", recorded)
     real_closed = SimBuilder._closed
 
     def flagged(self: SimBuilder, *a: Any, **kw: Any) -> Any:
@@ -163,7 +163,7 @@ def test_a_closed_build_whose_cut_holds_assembles_once(monkeypatch: pytest.Monke
     outputs of 5 to 150 lines at an 8k window: the builds that assemble once are at least the ones
     whose cut held (41 of them; 6 assembled once before), and none assembles more than twice."""
     counts: list[int] = []
-    real = pipeline_mod.history_section
+    real = assembly_mod.history_section
     closed_build = [False]
 
     def counted(history: Any, pending: Any) -> Any:
@@ -171,7 +171,7 @@ def test_a_closed_build_whose_cut_holds_assembles_once(monkeypatch: pytest.Monke
             counts[-1] += 1
         return real(history, pending)
 
-    monkeypatch.setattr(pipeline_mod, "history_section", counted)
+    monkeypatch.setattr(assembly_mod, "history_section", counted)
     real_closed = SimBuilder._closed
 
     def flagged(self: SimBuilder, *a: Any, **kw: Any) -> Any:
