@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import engine.pipeline as pipeline_mod
+import engine.pipeline_fold as fold_mod
 from engine.artifacts import Message, Text, Thinking, ToolCall, ToolResult
 from engine.hashing import sha256_hex
 from engine.pipeline import Pipeline
@@ -89,6 +90,8 @@ def test_released_texts_are_evicted_by_their_blob_hashes_without_hashing_them_ag
         digests += 1
         return sha256_hex(data)
 
+    # (the fold hashes what it releases, _blob_hashes; the pipeline's own module a binder's text)
+    monkeypatch.setattr(fold_mod, "sha256_hex", counted)
     monkeypatch.setattr(pipeline_mod, "sha256_hex", counted)
     before = len(moved)
     for t in range(150, 400):

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import engine.pipeline as pipeline_mod
+import engine.pipeline_fold as fold_mod
 from engine import sections
 from engine.pipeline import Pipeline
 from engine.policy import cost_aware, cut_choice
@@ -193,7 +193,7 @@ def test_append_only_turns_extend_the_applied_state(monkeypatch: pytest.MonkeyPa
 def test_a_guard_missing_an_input_is_caught(monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
     """The side-by-side comparison can fail: drop one input from a guard and some session differs."""
     if broken == "latch folds":  # a latch flip that does not invalidate the carried sources
-        monkeypatch.setattr(pipeline_mod, "_SOURCE_KINDS", pipeline_mod._SOURCE_KINDS - {"latch"})
+        monkeypatch.setattr(fold_mod, "_SOURCE_KINDS", fold_mod._SOURCE_KINDS - {"latch"})
         ops = FIXED
     elif broken == "spill threshold":  # an appended result over the threshold, and the outcome carried anyway
         real_ext = cost_aware._extended_stable
