@@ -49,16 +49,16 @@ from engine.errors import (
 from engine.feedback import Usage, attribute_cache_break, finish_reason_of, normalize_usage
 from engine.hashing import content_hash, sha256_hex
 from engine.optimize import OptimizeContext, OptimizeLimits, Summarizer, optimize
-from engine.pipeline_fold import Folding
 from engine.pipeline_guard import _CALLBACK, _CallGuard, _raise_closed, _raise_reentrant
+from engine.pipeline_plan import Planning
 from engine.pipeline_request import Built as Built
 from engine.pipeline_request import Decided as Decided
 from engine.pipeline_request import Request as Request
 from engine.pipeline_sinks import ENGINE_VERSION as ENGINE_VERSION
 from engine.pipeline_sinks import ENV_RECORD as ENV_RECORD
-from engine.plan import Plan, Reserves, SectionEstimate, Thresholds, budget_of, history_pressure, plan_of
+from engine.plan import Plan, SectionEstimate, Thresholds, history_pressure
 from engine.policy import cost_aware
-from engine.policy.cachecost import CacheRules, for_model
+from engine.policy.cachecost import CacheRules
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.policy.state import CompactionState
 from engine.probe.optin import redact_requested
@@ -183,7 +183,7 @@ def _check_output_fits(cfg: PipelineConfig) -> None:
 
 
 
-class Pipeline(Folding):
+class Pipeline(Planning):
     # Inside a public call that journals (see _journals): nested calls leave the flush to the outermost.
     _in_call = False
     # next_request() and assistant() refuse to go on while the newest assistant message has a call with
@@ -799,48 +799,8 @@ class Pipeline(Folding):
         self._emit({"k": "summary", "in": key, "h": self._blob(out)})
         return out
 
-    def _reserves(self, cfg: PipelineConfig) -> Reserves:
-        reserve, pct = self.stats.response_reserve(cfg.model, cfg.query_source, cfg.default_response_reserve)
-        return Reserves(min(reserve, cfg.max_output_tokens), cfg.thinking_reserve, cfg.schema_reserve, pct)
 
-    def _planner(self, cfg: PipelineConfig) -> Callable[[Assembly], tuple[Plan, Reserves, float]]:
-        """`_plan` for one build, remembering its answers: the statistics do not change during a build
-        and a policy asks again for an assembly its rules left unchanged (the same tuple), so a turn
-        plans once per distinct assembly instead of once per question (and sorts the completion
-        samples for the reserve once)."""
-        reserves = self._reserves(cfg)
-        memo: dict[int, tuple[Assembly, tuple[Plan, Reserves, float]]] = {}
 
-        def plan_fn(a: Assembly) -> tuple[Plan, Reserves, float]:
-            hit = memo.get(id(a))
-            if hit is not None and hit[0] is a:
-                return hit[1]
-            out = self._plan(cfg, a, reserves)
-            memo[id(a)] = (a, out)  # holds `a`, so its id cannot be reused during the build
-            return out
-
-        return plan_fn
-
-    def _plan(
-        self, cfg: PipelineConfig, asm: Assembly, reserves: Reserves | None = None
-    ) -> tuple[Plan, Reserves, float]:
-        """Plan (pure): pressure, tier and section budgets for `asm` under `cfg` and the statistics."""
-        if reserves is None:
-            reserves = self._reserves(cfg)
-        estimates = tuple(map(self._estimate, asm))
-        budget = budget_of(cfg.window, cfg.margin)  # cfg.budget, built once per window and margin
-        # The window is in the provider's tokens, the estimates in ours: plan against the window as our
-        # tokenizer sees it, using the ratio Feedback learned for this model.
-        ratio = self.stats.calibration_for(cfg.model)
-        the_plan = plan_of(
-            int(budget.limit / ratio),
-            int(budget.usable / ratio),
-            cfg.thresholds,
-            reserves,
-            estimates,
-            self.stats.recovery_turns_left > 0,
-        )
-        return the_plan, reserves, ratio
 
     def cache_sizes(self) -> dict[str, int]:
         """Entries in the caches a pipeline carries from turn to turn to go faster. They follow what
@@ -866,26 +826,7 @@ class Pipeline(Folding):
         self.measure = Measure(self.counter)
         self._hist_counted, self._hist_tokens, self._hist_tokenizer = 0, 0, ""
 
-    def _estimate(self, s: Any) -> SectionEstimate:
-        """The planner's view of a section, remembered per section object (most sections are the same
-        objects turn after turn, and a frozen dataclass costs a few microseconds to build)."""
-        m = self.measure
-        hit = self._estimates.get(id(s))
-        if hit is not None and hit[0] is s and hit[1] is m:
-            return hit[2]
-        est = SectionEstimate(s.id, s.name, s.kind, s.scope, s.priority, m.section(s))
-        if len(self._estimates) >= 64:
-            self._estimates.clear()
-        self._estimates[id(s)] = (s, m, est)
-        return est
 
-    def cache_rules(self, cfg: PipelineConfig) -> CacheRules:
-        """The provider's cache rules and price ratios the cost_aware policy weighs a compaction by."""
-        key = (cfg.provider, cfg.model)
-        got = self._cache_rules.get(key)
-        if got is None:
-            got = self._cache_rules[key] = for_model(cfg.provider, cfg.model)
-        return got
 
     def build(
         self,
