@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import PipelineClosedError, ReentrantCallError
 
 if TYPE_CHECKING:
-    from engine.pipeline import Pipeline
+    from engine.pipeline_state import PipelineState
 
 
 class _CallGuard:
@@ -37,7 +37,7 @@ class _CallGuard:
 # and tasks copy the context, so a binder's thread sees it too: a call back into that pipeline would
 # otherwise wait for the lock its own request holds (a binder's thread), or fold into a request half
 # built (the summarizer, or an async binder on the loop's thread).
-_CALLBACK: contextvars.ContextVar[Pipeline | None] = contextvars.ContextVar(
+_CALLBACK: contextvars.ContextVar[PipelineState | None] = contextvars.ContextVar(
     "contextpipe_callback", default=None
 )
 

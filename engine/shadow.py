@@ -41,7 +41,8 @@ from engine.whatif import Overrides, gate_key, threshold_key
 from engine.wording import counted
 
 if TYPE_CHECKING:
-    from engine.pipeline import Built, Pipeline
+    from engine.pipeline import Built
+    from engine.pipeline_build import Building
 
 
 CandidateConfig = Overrides | PipelineConfig
@@ -180,7 +181,7 @@ class Shadow:
             "config": self.config_for(live).to_event(),
         }
 
-    def plan(self, pipe: Pipeline, bound: dict[str, dict[str, Any]], live: Built) -> dict[str, Any]:
+    def plan(self, pipe: Building, bound: dict[str, dict[str, Any]], live: Built) -> dict[str, Any]:
         """Build this turn under the candidate and return its `shadow` event (not yet journaled)."""
         cfg = self.config_for(pipe.config)
         built = pipe.shadow_build(bound, cfg, self.state)

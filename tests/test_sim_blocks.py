@@ -181,13 +181,13 @@ def test_simulate_runs_no_trace_and_writes_no_fragment(
 ) -> None:
     """simulate builds through SimBuilder: neither the trace nor a message fragment is built (a
     regression here is only slower, so it is held here)."""
-    import engine.pipeline as pipeline_mod
+    import engine.pipeline_build as build_mod
     from engine.providers import anthropic, openai
 
     def boom(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("simulate built a trace or a message fragment")
 
-    monkeypatch.setattr(pipeline_mod, "build_trace", boom)
+    monkeypatch.setattr(build_mod, "build_trace", boom)
     monkeypatch.setattr(anthropic, "message_blocks", boom)
     monkeypatch.setattr(openai, "message_blocks", boom)
     from engine.sim.simulate import SimSettings
