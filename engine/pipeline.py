@@ -46,17 +46,17 @@ from engine.errors import (
     ContextPipeError,
     UnpairedToolResultError,
 )
-from engine.feedback import Usage, attribute_cache_break, finish_reason_of, normalize_usage
+from engine.feedback import Usage, finish_reason_of, normalize_usage
 from engine.hashing import sha256_hex
 from engine.optimize import OptimizeLimits, Summarizer
-from engine.pipeline_build import Building
+from engine.pipeline_feedback import Feedback
 from engine.pipeline_guard import _CALLBACK, _CallGuard, _raise_closed, _raise_reentrant
 from engine.pipeline_request import Built as Built
 from engine.pipeline_request import Decided as Decided
 from engine.pipeline_request import Request as Request
 from engine.pipeline_sinks import ENGINE_VERSION as ENGINE_VERSION
 from engine.pipeline_sinks import ENV_RECORD as ENV_RECORD
-from engine.plan import Plan, SectionEstimate, Thresholds
+from engine.plan import SectionEstimate, Thresholds
 from engine.policy.cachecost import CacheRules
 from engine.policy.settings import PolicySettings
 from engine.policy.state import CompactionState
@@ -73,7 +73,7 @@ from engine.spill import FileSpill, MemorySpill, SpillBackend
 from engine.stats import Statistics
 from engine.tokens import TokenCounter, Tokenizer
 from engine.trace import check_budget, figures_of, section_shas_of
-from engine.trace_lazy import Traces, TurnEvent, TurnRecord
+from engine.trace_lazy import Traces, TurnRecord
 from engine.types import CacheScope, Lifecycle, Priority, SectionKind
 from engine.wording import nouned
 
@@ -181,7 +181,7 @@ def _check_output_fits(cfg: PipelineConfig) -> None:
 
 
 
-class Pipeline(Building):
+class Pipeline(Feedback):
     # Inside a public call that journals (see _journals): nested calls leave the flush to the outermost.
     _in_call = False
     # next_request() and assistant() refuse to go on while the newest assistant message has a call with
@@ -1050,16 +1050,6 @@ class Pipeline(Building):
 
 
 
-    def _attribute(self, trace: dict[str, Any], ser: SerializedRequest, p: Plan) -> None:
-        prev = self._prev
-        trace["cache_break"] = attribute_cache_break(
-            prev[0] if prev else None,
-            ser.blocks,
-            prev[1] if prev else 0,
-            model_changed=bool(prev and prev[2] != self.config.model),
-            flipped_latches=trace["latch_flips"],
-            actions=trace["actions"],
-        )
 
     @_journals
     def close_turn(self) -> None:
@@ -1067,18 +1057,6 @@ class Pipeline(Building):
         close() all do this; call it when a session stops without them and the journal is read as is."""
         self._close_turn()
 
-    def _close_turn(self) -> None:
-        """close_turn's work, for the public calls that do it inside their own _journals bracket (the
-        next request, an outcome): two calls through the bracket a turn fewer."""
-        t = self._open
-        if t is not None:
-            if isinstance(t, TurnRecord):
-                # (Built now only if a probe client attached meanwhile: see _unwatched.)
-                self.journal.append_deferred(TurnEvent(t), self._watched)
-            else:
-                self.journal.append({"k": "turn", "turn": t["turn"], "trace": t})
-            self._open = None
-            self._open_alerts = None
 
     @_journals
     def annotate(self, key: str, value: Any) -> None:
@@ -1135,36 +1113,8 @@ class Pipeline(Building):
                     "time": self.clock()})
         self._settle(self._open, "error", f"{kind}: {message}"[:500])
 
-    def _settle(self, t: dict[str, Any] | TurnRecord | None, key: str, value: Any) -> None:
-        """The open turn's outcome (`usage` or `error`) on its trace, the rules that read it run again,
-        and the turn journaled."""
-        if isinstance(t, TurnRecord):
-            t.outcome(key, value)  # (the record runs the outcome rules when it is built)
-        elif t is not None:
-            t[key] = value
-            self._outcome_alerts()
-        else:
-            return
-        self._close_turn()
 
-    def _recent_traces(self) -> list[dict[str, Any]]:
-        """The traces before the one being built, as far back as any alert rule looks (a turn's record
-        as what the rules read of it: see TurnRecord.alert_view)."""
-        return self.traces.views(len(self.traces), alert_rules.LOOKBACK)
 
-    def _outcome_alerts(self) -> None:
-        """The open turn's alerts once its outcome is on its trace. The rules that read only the request
-        said their piece when it was built, about the same trace and the same turns before it: only
-        those that read the outcome run again."""
-        t = self._open
-        assert t is not None and not isinstance(t, TurnRecord)
-        said = self._open_alerts
-        traces = self.traces
-        if said is not None and said[0] is t and traces and traces.raw(-1) is t:
-            out = alert_rules.reevaluate(t, traces.views(len(traces) - 1, alert_rules.LOOKBACK), said[1])
-        else:
-            out = alert_rules.evaluate_rules(t, traces.views(len(traces) - 1, len(traces)))
-        t["alerts"] = alert_rules.alerts_of(out)
 
     def send(
         self, send_fn: Callable[[dict[str, Any]], Any], usage_of: Callable[[Any], Any] | None = None
