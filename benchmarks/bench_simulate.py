@@ -404,7 +404,7 @@ def phases(path: Path) -> None:
     cProfile (which inflates small calls ~2x); a phase nested in another is counted in both."""
     import gc
 
-    from engine import pipeline as pipeline_mod
+    from engine import pipeline_build
     from engine.optimize import OptimizeLimits
     from engine.pipeline import Pipeline
     from engine.policy import cost_aware
@@ -462,7 +462,7 @@ def phases(path: Path) -> None:
     wrap(Pipeline, "fold", "fold (replay of the journal)")
     wrap(cost_aware, "run", "  cost_aware.run")
     wrap(Serializer, "serialize", "  serialize")
-    wrap(pipeline_mod, "build_trace", "  build_trace")
+    wrap(pipeline_build, "build_trace", "  build_trace")
     wrap(sim, "_simulate", lambda a, kw: f"cache simulation + pricing: {a[0]}")
     wrap(CacheSimulator, "simulate", "  cache simulator")
     wrap(sim, "_as_sent", "as_sent requests (imports)")

@@ -99,7 +99,10 @@ def resolve(target: str) -> tuple[Any, str, Callable[..., Any], dict[str, Any]]:
             f"unknown target {target!r}: Pipeline.NAME, Serializer.NAME or one of {sorted(MODULES)}.NAME"
         )
     fn = inspect.unwrap(getattr(owner, name))
-    return owner, name, fn, vars(mod)
+    # A method one of the class's bases holds (Pipeline's stages: engine/pipeline_state.py) is patched there.
+    if isinstance(owner, type):
+        owner = next(k for k in owner.__mro__ if name in vars(k))
+    return owner, name, fn, fn.__globals__  # the namespace the function's code reads its globals from
 
 
 def instrumented(

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import engine.trace_lazy as trace_lazy
 from engine import alerts as alert_rules
-from engine import pipeline as pipeline_mod
+from engine import pipeline_build, pipeline_feedback
 from engine.pipeline import Pipeline
 from engine.trace_lazy import TurnRecord
 from tests.support.counting import count_calls
@@ -177,10 +177,10 @@ def test_an_unobserved_turn_builds_no_trace_until_read(monkeypatch: pytest.Monke
     3e11df2: 30 traces, 30 + 30 rule passes, 30 attributions); reading one builds that one, once;
     reading the journal builds the rest; an observed pipeline builds every turn's at its request."""
     built = count_calls(monkeypatch, trace_lazy, "trace_from")
-    eager_built = count_calls(monkeypatch, pipeline_mod, "build_trace")
+    eager_built = count_calls(monkeypatch, pipeline_build, "build_trace")
     rules = count_calls(monkeypatch, alert_rules, "evaluate_rules")
     breaks = count_calls(monkeypatch, trace_lazy, "attribute_cache_break")
-    eager_breaks = count_calls(monkeypatch, pipeline_mod, "attribute_cache_break")
+    eager_breaks = count_calls(monkeypatch, pipeline_feedback, "attribute_cache_break")
     p = _pipe(6_001, "cost_aware", False, True)
     _start(p)
     reqs = _turns(p, 30)
@@ -202,7 +202,7 @@ def test_an_unobserved_turn_builds_no_trace_until_read(monkeypatch: pytest.Monke
 def test_a_recording_pipeline_builds_every_trace_at_its_request(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    eager_built = count_calls(monkeypatch, pipeline_mod, "build_trace")
+    eager_built = count_calls(monkeypatch, pipeline_build, "build_trace")
     p = _pipe(6_001, "cost_aware", False, True)
     p.close()
     rec = Pipeline("deepseek-chat", "openai", 6_001, serve=False, record=tmp_path / "r.cpsession")
