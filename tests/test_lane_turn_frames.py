@@ -46,7 +46,7 @@ def test_a_steady_lane_turn_skips_the_dispatch_and_helper_frames() -> None:
         ("tool_pairing.py", "_info"),
         ("feedback.py", "_nested"),
         ("stats.py", "turn_succeeded"),
-        ("pipeline.py", "_close_pending"),  # (the reply's fold; the request's closes the results)
+        ("pipeline_fold.py", "_close_pending"),  # (the reply's fold; the request's closes the results)
     }
     ran = {k: n for k, n in seen.items() if k in avoided and not (k[1] == "_close_pending" and n == 1)}
     assert not ran, ran
@@ -91,10 +91,10 @@ def test_a_steady_lane_turn_journals_its_events_without_the_helper_frames() -> N
     pipe = steady_pipe(_usage)
     seen = python_frames(steady_turn(pipe, _usage(99)), basename=True)
     assert seen[("pipeline_express.py", "turn")] == 1, seen
-    assert seen[("pipeline.py", "fold")] == 1, seen
-    assert seen[("pipeline.py", "_learn_usage")] == 1, seen
+    assert seen[("pipeline_fold.py", "fold")] == 1, seen
+    assert seen[("pipeline_fold.py", "_learn_usage")] == 1, seen
     assert ("feedback.py", "normalize_usage") in seen and seen[("feedback.py", "normalize_usage")] == 1, seen
-    avoided = {("pipeline.py", "_emit"), ("journal.py", "blob"), ("catalog.py", "due")}
+    avoided = {("pipeline_fold.py", "_emit"), ("journal.py", "blob"), ("catalog.py", "due")}
     ran = {k: n for k, n in seen.items() if k in avoided}
     assert not ran, ran
     pipe.close()
