@@ -165,21 +165,6 @@ def _check_output_fits(cfg: PipelineConfig) -> None:
         )
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 class Pipeline(TurnEnd):
     # Inside a public call that journals (see _journals): nested calls leave the flush to the outermost.
     _in_call = False
@@ -389,10 +374,6 @@ class Pipeline(TurnEnd):
             self._open_sinks(record, serve, redact)
             self._open_otel(otel, redact_requested(redact))
 
-
-
-
-
     def close(self) -> None:
         """Journal the open turn, then close the recording, the probe and the exporter. Closing twice is
         harmless; any other journaling call afterwards raises PipelineClosedError."""
@@ -424,17 +405,6 @@ class Pipeline(TurnEnd):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-
-
-
-
-
-
-
-
-
 
     # ----------------------------------------------------------------- registration
     @_journals
@@ -741,29 +711,6 @@ class Pipeline(TurnEnd):
         self.pending.append(self._part(part))
         self.journal.append(ev)
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
     # ----------------------------------------------------------------- turns
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
         """One job per bound source. Its budget is what the plan gave the section at its last known
@@ -875,9 +822,6 @@ class Pipeline(TurnEnd):
         self.traces.append(built.trace)
         return Request(built.trace["turn"], built.serialized, built.trace)
 
-
-
-
     def _finish_unobserved(self, bound: dict[str, dict[str, Any]]) -> Request:
         """_finish for a turn nothing observes: the request, the journal's request event and everything
         the next turn reads, as the eager path makes them; the trace (with its cache break and alerts)
@@ -948,8 +892,6 @@ class Pipeline(TurnEnd):
         traces.append(rec)
         return Request(rec.turn, ser, rec)
 
-
-
     @_journals
     def fork(
         self,
@@ -966,15 +908,11 @@ class Pipeline(TurnEnd):
 
         return fork_pipeline(self, task, scope=scope, record=record, serve=serve)
 
-
-
-
     @_journals
     def close_turn(self) -> None:
         """Journal the open turn (its trace) now. record_usage(), record_error(), the next request and
         close() all do this; call it when a session stops without them and the journal is read as is."""
         self._close_turn()
-
 
     @_journals
     def annotate(self, key: str, value: Any) -> None:
@@ -1031,9 +969,6 @@ class Pipeline(TurnEnd):
                     "time": self.clock()})
         self._settle(self._open, "error", f"{kind}: {message}"[:500])
 
-
-
-
     def send(
         self, send_fn: Callable[[dict[str, Any]], Any], usage_of: Callable[[Any], Any] | None = None
     ) -> Any:
@@ -1064,10 +999,6 @@ _CALL_ID = attrgetter("id")
 # Pipeline._call_hint between assistant() calls: read only (a new empty dict after every reply was one
 # more object made and freed).
 _NO_HINT: Mapping[tuple[str, str, str], ToolCall] = {}
-
-
-
-
 
 
 # Tool schemas are JSON the provider parses: NaN and Infinity (which json.dumps writes by default) are
@@ -1191,7 +1122,3 @@ def _args(c: Mapping[str, Any]) -> str:
     from engine.hashing import canonical_json
 
     return canonical_json(a).decode()
-
-
-
-
