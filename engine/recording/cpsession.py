@@ -8,7 +8,7 @@ msgpack map)::
 
 * Every map is written with its kind `"k"` first, and for `turn` / `blob` events the turn number /
   blob hash second. A reader can therefore learn a frame's kind, turn number and hash from the
-  first ~100 payload bytes (`cpsession_reader._peek`) and seek past the rest: rebuilding the index of
+  first ~100 payload bytes (`cpsession_index._peek`) and seek past the rest: rebuilding the index of
   a file without footer reads ~136 bytes per frame, not the file. Frames whose prefix says nothing are
   decoded whole.
 * Kinds starting with "@" belong to the format; the writer refuses them in events.
