@@ -72,6 +72,7 @@ class TapState:
         self.feeder: _Feeder | None = None
         self.fed: list[MessageRec] = []
         self.reply_fed = False  # the last of `fed` is a reply (after()), not a message the agent sent
+        self.choices_asked = 1  # the choices (`n`) the request being journaled asked for
         self.actual: ActualRecorder | None = None
         self.tools_seen: tuple[ToolSchemaRec, ...] = ()
         self.stats = TapStats()

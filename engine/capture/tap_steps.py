@@ -76,6 +76,8 @@ class TapSteps(TapConversations):
 
     def _before(self, body: dict[str, Any]) -> None:
         params = request_params(body)
+        # Several choices asked (`n` > 1): which one the agent keeps, only its next request says
+        self.choices_asked = int(params.get("choice_count", 1))
         msgs, tools, marks = self._parse_request(body)
         model = str(body.get("model", "unknown"))
         if self.pipe is None:
@@ -202,7 +204,11 @@ class TapSteps(TapConversations):
             self._usage(raw_usage, data)
         else:
             self.stats.streams_without_usage += 1
-        if msg is not None:
+        choices = data.get("choices")
+        several = self.choices_asked > 1 or (isinstance(choices, list) and len(choices) > 1)
+        if msg is not None and not several:
+            # (Of several choices the agent keeps one, any one: fed the first, the engine's history held
+            # it and, from the next request, the one kept, every turn. The next request brings it.)
             self.feeder.feed(msg)
             self.fed.append(msg)
             self.reply_fed = True

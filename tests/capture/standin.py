@@ -42,6 +42,8 @@ Behaviour by model name, for the bad-input tests:
     *-failed                  (Responses) the model failed mid-way: `status: failed` with its `error`
                               (server_error), no output, no usage; streamed, the final event is
                               `response.failed`
+    n: N > 1                  (chat) N choices, choice i's text the scripted one with " Choice i." after it
+                              (choice 0's unchanged); streamed, their chunks interleaved as OpenAI sends them
 Per request, for concurrency tests: a request whose body holds `[standin tokens=N delay=S]` gets usage
 of its own (N output tokens, 1000+N uncached input tokens; for OpenAI N completion tokens, 2000+N
 prompt tokens) and is answered S seconds late (a stream pauses S seconds half-way), so concurrent
@@ -201,6 +203,14 @@ def _compressed(events: list[bytes], coding: str) -> list[bytes]:
     return out[:-1] + [out[-1] + c.flush()]
 
 
+def _choice(first: dict[str, Any], i: int) -> dict[str, Any]:
+    """Choice i of a chat reply asked for several (`n`): the first one's, its text told apart."""
+    msg = dict(first["message"])
+    if i and isinstance(msg.get("content"), str):
+        msg["content"] = f"{msg['content']} Choice {i}."
+    return {**first, "index": i, "message": msg}
+
+
 def sse(event: str | None, data: Any) -> bytes:
     head = f"event: {event}\n" if event else ""
     payload = data if isinstance(data, str) else json.dumps(data)
@@ -353,7 +363,20 @@ class StandIn:
             "usage": usage_openai(deepseek),
         }
 
-    def chat_stream(self, model: str, text: str, include_usage: bool) -> list[bytes]:
+    def chat_stream(self, model: str, text: str, include_usage: bool, choices: int = 1) -> list[bytes]:
+        if choices > 1:  # each choice's own stream, their chunks taken in turn (one chunk, one choice)
+            texts = [f"{text} Choice {i}." if i else text for i in range(choices)]
+            streams = [self.chat_stream(model, t, False) for t in texts]
+            out: list[bytes] = []
+            for k in range(max(map(len, streams)) - 1):  # (each stream's last is its [DONE])
+                for i, evs in enumerate(streams):
+                    if k < len(evs) - 1:
+                        out.append(evs[k].replace(b'"index": 0', f'"index": {i}'.encode(), 1))
+            if include_usage:
+                last = json.loads(streams[0][-2][len(b"data: ") :])  # (its final chunk: the base fields)
+                usage = usage_openai(model.startswith("deepseek"))
+                out.append(sse(None, {**last, "choices": [], "usage": usage}))
+            return out + [b"data: [DONE]\n\n"]
         deepseek = model.startswith("deepseek")
         base = {
             "id": "chatcmpl-standin",
@@ -552,6 +575,8 @@ class StandIn:
             return web.json_response({"error": {"message": f"not JSON ({len(raw)} bytes)"}}, status=400)
         model = str(body.get("model", "m"))
         path = request.path
+        n = body.get("n")
+        choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
         directive = _DIRECTIVE.search(raw)
         late = 0.0
         if directive is not None:
@@ -592,6 +617,8 @@ class StandIn:
                 reply["stop_reason"] = "end_turn"
             if responses and body.get("background") is True:
                 reply = self._background_reply(body, reply)
+            if choices > 1 and "choices" in reply:
+                reply["choices"] = [_choice(reply["choices"][0], i) for i in range(choices)]
             data = json.dumps(reply).encode()
             headers = {"x-request-id": "req_1"}
             if model.endswith("-zstd"):
@@ -611,7 +638,7 @@ class StandIn:
         else:
             assert isinstance(item, str)
             include = bool((body.get("stream_options") or {}).get("include_usage"))
-            events = self.chat_stream(model, item, include)
+            events = self.chat_stream(model, item, include, choices)
         if responses and body.get("background") is True:
             rid = f"resp_bg_{len(self.background) + 1}"
             events = [e.replace(b'"resp_standin"', f'"{rid}"'.encode()) for e in events]
