@@ -14,7 +14,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from engine.capture.proxy.exchange import Exchange
-from engine.capture.proxy.peer import peer_process
+from engine.capture.proxy.peer import _diag_inode, _table_inode, peer_process
 from engine.capture.proxy.recording import client_fields
 from engine.capture.proxy.routes import match, opening_text
 from engine.probe.client import AgentInfo, list_agents
@@ -136,6 +136,11 @@ def test_the_peer_of_a_local_connection_ipv4_and_mapped() -> None:
             conn, addr = srv.accept()
             found = peer_process(addr[:2], conn.getsockname()[:2])
             assert found is not None and found.pid == child.pid and found.argv[0] == sys.executable
+            # The client socket's inode asked of the kernel (sock_diag.py) is the one /proc/net/tcp holds.
+            client, server = addr[:2], conn.getsockname()[:2]
+            inode = _table_inode(client, server, "/proc")
+            assert inode is not None and _diag_inode(client, server) == inode
+            assert _diag_inode((client[0], 1), server) is None  # no such socket: none, not a guess
             conn.close()
         finally:
             child.kill()

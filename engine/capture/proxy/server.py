@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from engine.capture.proxy import peer
 from engine.capture.proxy.forward import MAX_BODY, SERVER_OPTIONS, Hook, make_app
 from engine.capture.proxy.routes import DEFAULT_UPSTREAMS
 from engine.errors import ContextPipeError
@@ -84,6 +85,7 @@ class ProxyServer:
             await runner.cleanup()
             raise
         self._runner = runner
+        peer.warm()  # who makes each call is looked up through an index of descriptors: fill it now
         server: Any = site._server
         if self.port == 0 and server is not None and server.sockets:
             self.port = int(server.sockets[0].getsockname()[1])
