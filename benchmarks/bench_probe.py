@@ -177,7 +177,11 @@ a lock's release (engine.probe.handoff; `--flush-ab ... --flush-modes agent,agen
 A's every held event marked in its ring (the count stored once an event, as before), B's once a burst
 (ring.MARK_GAP). `foldview`: a fold reader on both, A's ring header (its held marks and written
 total) stored by `struct.pack_into` (as before probe40), B's as items of the ring's u64 views
-(`RingWriter.held_q`, `written_q`).
+(`RingWriter.held_q`, `written_q`). `foldfloor`: as `foldreader`, with B's publish() the floor of the
+agent's thread sending the fold reader its turns (floor_publish: the held kinds appended and nothing else,
+closes coalesced as today, a sent batch encoded and written with no check, lock, held mark or note of the
+model's and tools' times; a benchmark's stand-in, not a path the probe could ship): the least any
+restructuring of today's send on the agent's thread could add, on the goal's own measure.
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):
@@ -807,6 +811,9 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # foldview: likewise, A's ring header (held marks, written total) stored by struct.pack_into (as
         # before probe40), B's through the ring's u64 views (RingWriter.held_q, written_q).
         ab = subject in ("foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview")
+        # foldfloor: the fold reader on B alone (as foldreader), B's publish() the floor of the agent's thread
+        # sending it (see floor_publish): the least any restructuring of today's send could add.
+        reader_of = "foldreader" if ab or subject == "foldfloor" else subject
         if subject == "foldpath":
             a[0].fold_straight = False
         if subject == "foldcoalesce":
@@ -820,7 +827,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
             b[0].quiet_linger = LINGER
         if ab:
             proc_a = start_subject("foldreader", a[0], rt)
-        proc = start_subject("foldreader" if ab else subject, b[0], rt)
+        proc = start_subject(reader_of, b[0], rt)
         if pace:
             time.sleep(1.0)  # past the attach's after-effect on the I/O thread (see paired())
         if subject == "foldview":
@@ -830,6 +837,8 @@ def twin(args: argparse.Namespace, subject: str) -> None:
                 time.sleep(0.01)
             for ring in a[0]._held_rings:
                 ring.held_q = ring.written_q = None  # (the views released as dropped: the mapping can close)
+        if subject == "foldfloor":
+            b[0].publish = floor_publish(b[0])  # type: ignore[method-assign]
         gc.collect()
         gc.disable()
         turn = args.warmup
@@ -860,7 +869,9 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         for side, p in ((a, proc_a), (b, proc)):
             if p is None:
                 continue
-            reader = "foldreader" if ab else subject
+            if side[0].__dict__.pop("publish", None) is not None:  # (foldfloor's: the real one for the drain)
+                side[0]._send_now()  # (what it held back: it marks nothing held for the reader to ask for)
+            reader = reader_of
             if reader == "foldmute":
                 # Running again before the drain: the agent's last turns may be held for a send that
                 # never comes (engine.probe.agent_send.FOLD_COALESCE) until the reader asks for them.
@@ -911,6 +922,55 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         + ", ".join(f"{k} {v[0]} ({v[1]})" for k, v in sends.items())
         + " over all turns of the rounds, warm-up and settling included"
     )
+
+
+def floor_publish(server: ProbeServer) -> Callable[..., None]:
+    """`--twin foldfloor`'s publish() for B: the least the agent's thread can do to send a fold client one
+    batch a turn from publish(), for a benchmark only. While the fold client is named for the straight path
+    (agent_send._ring_candidate), an event of a kind held back is appended to the queue and nothing else
+    (no held mark for the reader, no note of the model's or the tools' time); a turn's close within
+    fold_coalesce of the last send is held back likewise (agent_send.FOLD_COALESCE: the only clock read),
+    and any other close makes the batch of everything waiting and writes it into the ring, with none of
+    `_fold_now`'s checks and no pass lock (safe only while nothing else runs the probe: in this benchmark
+    the I/O thread sleeps through the timed turns). Anything else, or with the client not named, goes to
+    the real publish()."""
+    from engine.probe.agent_send import _CLOSE
+
+    general = ProbeServer.publish
+    pending = server._pending
+    sent_at = [0.0]
+
+    def publish(event: Any, frame: bytes | None = None) -> None:
+        c = server._ring_one
+        if c is None or not c.fold or frame is not None or type(event) is not dict:
+            return general(server, event, frame)
+        kind = event.get("k")
+        if kind in server._defer_kinds:
+            pending.append(event)
+            return
+        fast = server._fold_pack
+        if kind not in _CLOSE or fast is None or c.ring is None:
+            return general(server, event, frame)
+        pending.append(event)
+        now = time.monotonic()
+        if now - sent_at[0] < server.fold_coalesce:
+            return
+        sent_at[0] = now
+        evs = list(pending)
+        n = len(evs)
+        jpos = c.jpos
+        end = jpos + n
+        batch = {"k": "batch", "events": evs, "at": list(range(jpos, end)), "end": end}
+        payload = fast[0](batch, option=fast[1])
+        pending.clear()
+        server._head += n
+        c.cursor = server._head
+        c.jpos = end
+        c.sent_events += n
+        server.agent_sends += 1
+        c.ring.write_frame((len(payload) << 32).to_bytes(8, "big"), payload)
+
+    return publish
 
 
 def drain(server: ProbeServer) -> None:
@@ -2274,7 +2334,7 @@ def main() -> None:
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
         "turn sent at its close, B's closes coalesced; foldlinger: a fold reader on both, A's turns sent on the agent's "
-        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views): what each adds to a turn, two Pipelines' "
+        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views; foldfloor: as foldreader, B's turns sent by the floor of a send from publish, floor_publish): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")

@@ -22,7 +22,7 @@ def test_twin_runs_with_a_reader_on_either_twin() -> None:
         sys.executable,
         str(REPO / "benchmarks" / "bench_probe.py"),
         "--twin",
-        "none,reader,foldpath,foldmute",
+        "none,reader,foldpath,foldmute,foldfloor",
         "--rounds",
         "2",
     ]
@@ -30,10 +30,16 @@ def test_twin_runs_with_a_reader_on_either_twin() -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, cwd=REPO)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    for subject in ("none", "reader", "foldpath", "foldmute"):
+    for subject in ("none", "reader", "foldpath", "foldmute", "foldfloor"):
         (head,) = [i for i, line in enumerate(lines) if line.startswith(f"{subject:8s}: turn ")]
         assert re.search(
             r"added [+-]\d+\.\d us a turn \[95% [+-]\d+\.\d to [+-]\d+\.\d\] = ratio \d\.\d{3}", lines[head]
         )
         assert re.search(r"ratio of sums \d\.\d{3} \[95% \d\.\d{3}-\d\.\d{3}\]", lines[head])
         assert lines[head + 1].strip().startswith("8 pairs of turns (2 rounds of 4 after 3 + 1; seed 0)")
+    # foldfloor's B sent its reader the turns by the floor's path (it counts its sends as the probe does), A none.
+    (floor,) = [i for i, line in enumerate(lines) if line.startswith("foldfloor: turn ")]
+    sends = re.search(
+        r"sends on the agent's thread \(closes held back\): A (\d+) \(\d+\), B (\d+)", lines[floor + 2]
+    )
+    assert sends is not None and int(sends[1]) == 0 and int(sends[2]) > 0, lines[floor + 2]
