@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support import suite_freeze
+from tests.support import bytecode, suite_freeze
 from tests.support.probe_dirs import short_runtime_dir
 
 # Property tests check behaviour, not speed: on a shared 2-core machine input generation and examples run
@@ -23,6 +23,12 @@ from tests.support.probe_dirs import short_runtime_dir
 # `@settings` keep every field they name and inherit these two.
 settings.register_profile("contextpipe", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("contextpipe")
+
+
+# The project's bytecode written before any test starts a process (tests/support/bytecode.py): under
+# PYTHONDONTWRITEBYTECODE every child compiled the modules it imported from source.
+def pytest_sessionstart(session: pytest.Session) -> None:
+    bytecode.compile_project()
 
 
 # The suite's heap frozen after collection, stepping aside for the app's own freeze and thaw
