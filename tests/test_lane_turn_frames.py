@@ -38,11 +38,11 @@ def test_a_steady_lane_turn_skips_the_dispatch_and_helper_frames() -> None:
     pipe = steady_pipe(_usage)
     seen = python_frames(steady_turn(pipe, _usage(99)), basename=True)
     # The lane made this turn's request (its append path ran), through grown.
-    assert seen[("pipeline_express.py", "turn")] == 1 and seen[("base.py", "_appended")] == 1, seen
-    assert seen[("base.py", "grown")] == 1
+    assert seen[("pipeline_express.py", "turn")] == 1 and seen[("section_runs.py", "_appended")] == 1, seen
+    assert seen[("section_runs.py", "grown")] == 1
     avoided = {
         ("typing.py", "cast"),
-        ("base.py", "_section"),
+        ("section_runs.py", "_section"),
         ("tool_pairing.py", "_info"),
         ("feedback.py", "_nested"),
         ("stats.py", "turn_succeeded"),

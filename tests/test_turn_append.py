@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine.hashing as hashing
-import engine.providers.base as base
+import engine.providers.section_runs as section_runs
 from engine.artifacts import Media, Message, Text, Thinking, ToolCall, ToolResult
 from engine.errors import UnpairedToolResultError
 from engine.hashing import canonical_json
@@ -39,13 +39,13 @@ def test_an_append_only_turn_reads_the_hashes_of_what_was_appended(monkeypatch: 
     """Item hashes the serializer reads in one turn: the same at 160 messages as at 20 (before, every
     message's hash was read again each turn to find the reused prefix: +1 a message)."""
     read = [0]
-    real = base._SHA
+    real = section_runs._SHA
 
     def counting(it: Any) -> str:
         read[0] += 1
         return real(it)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(base, "_SHA", counting)
+    monkeypatch.setattr(section_runs, "_SHA", counting)
     pipe = _pipe()
     pipe.user("fix the bug")
     per_turn: dict[int, int] = {}

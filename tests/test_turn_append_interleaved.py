@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine.providers.base as base
+import engine.providers.section_runs as section_runs
 from engine.artifacts import Message
 from engine.assembly import Measure
 from engine.providers import make_serializer
@@ -27,13 +28,13 @@ def test_interleaved_appends_read_only_the_appended_hashes(monkeypatch: pytest.M
     """Two sequences (a growing history and a compacted one that also grows) built alternately: the
     item hashes read per request stay the same at 120 messages as at 20."""
     read = [0]
-    real = base._SHA
+    real = section_runs._SHA
 
     def counting(it: Any) -> str:
         read[0] += 1
         return real(it)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(base, "_SHA", counting)
+    monkeypatch.setattr(section_runs, "_SHA", counting)
     ser = make_serializer("openai")
     summary = Message("user", (base.Text("Summary of the first rounds."),))
     rounds = [_round(t) for t in range(4)]
@@ -55,13 +56,13 @@ def test_a_sliding_window_reads_only_its_new_hashes(monkeypatch: pytest.MonkeyPa
     """A window of the last 40 rounds behind a note that changes every turn, interleaved with the full
     history: the hashes read per window stay those of the note, the task and the new round."""
     read = [0]
-    real = base._SHA
+    real = section_runs._SHA
 
     def counting(it: Any) -> str:
         read[0] += 1
         return real(it)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(base, "_SHA", counting)
+    monkeypatch.setattr(section_runs, "_SHA", counting)
     ser = make_serializer("openai")
     rounds = [_round(t) for t in range(40)]
     per_turn: list[int] = []

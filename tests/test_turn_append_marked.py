@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.providers.base as base
+import engine.providers.section_runs as section_runs
 from engine.pipeline import Pipeline
 from engine.providers import make_serializer
 from engine.tokens import CharTokenizer, TokenCounter
@@ -27,13 +27,13 @@ def test_a_marked_append_only_turn_reads_the_hashes_of_what_was_appended(
     160 messages as at 20. Fails on 36f00d9 (the general path read every message's hash again each
     turn, the marker on the tail having moved: +1 a message)."""
     read = [0]
-    real = base._SHA
+    real = section_runs._SHA
 
     def counting(it: Any) -> str:
         read[0] += 1
         return real(it)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(base, "_SHA", counting)
+    monkeypatch.setattr(section_runs, "_SHA", counting)
     pipe = Pipeline("claude-sonnet-4", provider, 400_000, counter=TokenCounter(CharTokenizer()), serve=False,
                     clock=lambda: 0.0)  # fmt: skip
     pipe.identity("You are careful. " * 200)  # over the minimum cacheable prefix: breakpoints are placed
