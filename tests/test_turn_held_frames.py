@@ -30,9 +30,10 @@ from engine.optimize import OptimizeLimits
 from engine.pipeline import Pipeline
 from engine.policy import cost_aware
 from engine.policy.settings import PolicySettings
-from engine.providers import base as provider_base
-from engine.providers.base import Serializer, _messages_end
+from engine.providers import request_body
+from engine.providers.base import Serializer
 from engine.providers.policy import OPENAI
+from engine.providers.request_body import _messages_end
 from engine.recording.blob_store import BlobStore
 from engine.tokens import TiktokenTokenizer
 from tests.support.counting import count_calls
@@ -174,7 +175,7 @@ def test_two_columns_keep_their_own_slots() -> None:
 def test_the_body_mark_is_found_without_searching(monkeypatch: pytest.MonkeyPatch) -> None:
     """30 appending turns search for the last message's end at most once (73b6938: 30 times)."""
     pipe, t = _compacted(4_001)  # (an odd window: the OpenAI serializer, its tools after the messages)
-    searched = count_calls(monkeypatch, provider_base, "_messages_end")
+    searched = count_calls(monkeypatch, request_body, "_messages_end")
     for k in range(30):
         _turn(pipe, t + k)
     assert searched[0] <= 1

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.providers.base as base
+import engine.providers.request_body as request_body
 import engine.providers.serialized_request as serialized_request
 from engine.assembly import Section, wire_order
 from engine.pipeline import Pipeline
@@ -72,15 +72,15 @@ def test_a_deferred_request_reads_and_copies_as_a_plain_one() -> None:
 
 
 def _count_prefix_joins(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    real, n = base._prefix_hex, [0]
+    real, n = request_body._prefix_hex, [0]
 
     def counted(*a: Any) -> str:
         n[0] += 1
         return real(*a)
 
-    # The serializer joins a prefix when it hashes one at once (base), a deferred digest when it is read
+    # The serializer joins a prefix when it hashes one at once (request_body), a deferred digest when it is read
     # (serialized_request): both are counted.
-    monkeypatch.setattr(base, "_prefix_hex", counted)
+    monkeypatch.setattr(request_body, "_prefix_hex", counted)
     monkeypatch.setattr(serialized_request, "_prefix_hex", counted)
     return n
 
