@@ -60,17 +60,23 @@ def _requests(first: int, moves: list[tuple[str, int]]) -> list[list[str]]:
     return out
 
 
-def _made(prev: Any, want: list[str]) -> tuple[Any, bool]:
+def made_shifted(prev: Any, want: list[Any]) -> tuple[Any, int, tuple[int, int, int]]:
     """`want` made from `prev` as simulate makes a long shifted call: a Window when `shifted` can, else
-    a Grown of its own list. (made, whether it was a Window)."""
+    a Grown of its own list; with the length it shares with `prev` and the stretch found (h, a, m)."""
     common = cachesim.shared_prefix_len(list(prev), want)
     h, a, m = cachesim.find_stretch(list(prev), want[common:], common)
     if m:
         s = common + h
         view = shifted(prev, common, want[common:s], a, m, want[s + m :])
         if view is not None:
-            return view, True
-    return Grown.of(want), False
+            return view, common, (h, a, m)
+    return Grown.of(want), common, (h, a, m)
+
+
+def _made(prev: Any, want: list[str]) -> tuple[Any, bool]:
+    """made_shifted's view, and whether it was a Window."""
+    view = made_shifted(prev, want)[0]
+    return view, type(view) is Window
 
 
 @settings(max_examples=300, deadline=None)

@@ -18,6 +18,7 @@ from engine.sim.calls import SEGMENT_ORDER, Block, CacheSimError
 from engine.sim.grown import Grown, Window
 from engine.sim.key_path import KeyPath
 from engine.sim.key_table import Key, KeyTable
+from engine.sim.run_hashes import RunHashes, run_hashes
 
 _TOKENS = attrgetter("tokens")
 _SHA = attrgetter("sha")
@@ -117,15 +118,23 @@ def _extend_ids(keys: list[Key], shas: Sequence[int], table: KeyTable) -> list[K
     return keys
 
 
-def _walk_keys(keys: list[Key], shas: Sequence[int], table: KeyTable, start: int = 0) -> int:
+def _walk_keys(
+    keys: list[Key],
+    shas: Sequence[int],
+    table: KeyTable,
+    start: int = 0,
+    backing: tuple[array[int], int, int, int] | None = None,
+) -> int:
     """_extend_keys(keys, shas[start:], table) without its last step: the keys of the prefixes already in
     `table` are appended to `keys`; the rest, every one new, are handed out as one run and not appended.
     Returns how many were handed out: they are range(table.next - that, table.next), in order (see
     _KeyChain.tail). (`start`: a call's hashes are walked from where it parts from the last call, not
-    copied from there first.)"""
+    copied from there first.) `backing` (ids, s, p, n): shas[s : s + n] are ids[p : p + n], an array
+    only ever appended to (RunHashes.ids): new keys there are handed out as a run that is that place in
+    it, not a copy (the keys after it as a run of their own, reached from the last key before them)."""
     h = keys[-1]
     get = table.ids.get
-    starts, runs = table.starts, table.runs
+    starts, runs, offs, lens = table.starts, table.runs, table.offs, table.lens
     i, n = start, len(shas)
     while i < n:
         sha = shas[i]
@@ -139,28 +148,50 @@ def _walk_keys(keys: list[Key], shas: Sequence[int], table: KeyTable, start: int
         if r >= 0:
             run = runs[r]
             j = h - starts[r] + 1  # where h's extension within its run would be
-            if j < len(run) and run[j] == sha:
+            if j < lens[r] and run[offs[r] + j] == sha:
                 # As far as the run goes the same way, in C. Only the stretch both can share is copied: a
                 # prefix built over many calls is thousands of short runs (each call's few new blocks, an
                 # output's key between them), and comparing the whole rest of the call with each run's
                 # rest copied ~n entries per run, ~n^2/4 a call (tests/test_sim_key_runs_walk.py).
-                m = _agreeing(run, j, shas, i, min(len(run) - j, n - i))
+                m = _agreeing(run, offs[r] + j, shas, i, min(lens[r] - j, n - i))
                 keys += range(h + 1, h + 1 + m)
                 h += m
                 i += m
                 continue
         # Met for the first time: so is every longer prefix of these blocks. One run for all of them.
         first = table.next
+        handed = n - i
+        table.next = first + handed
+        table.ids[(h, sha)] = first
+        if backing is not None and backing[1] <= i and n - i >= BACKED_FROM:
+            ids, s, p, bn = backing
+            part = min(s + bn - i, n - i)
+            if part >= BACKED_FROM:
+                # A place in the Block run's ids; the few after it (the call's newest) copied as a run
+                # of their own, reached from the place's last key.
+                starts.append(first)
+                runs.append(ids)
+                offs.append(p + i - s)
+                lens.append(part)
+                i += part
+                if i == n:
+                    return handed
+                table.ids[(first + part - 1, shas[i])] = first + part
+                first += part
         rest = shas[i:]
         if type(rest) is not array:  # (a run's hashes are compared with a call's as arrays)
             rest = array("i", rest)
-        table.next = first + len(rest)
-        table.ids[(h, rest[0])] = first
         starts.append(first)
         runs.append(rest)
-        return len(rest)
+        offs.append(0)
+        lens.append(len(rest))
+        return handed
     return 0
 
+
+# A new run of at least this many keys in a Block run's ids (_walk_keys's `backing`) is kept as its place
+# there; a shorter one (an appending call's few new blocks) is copied as it always was.
+BACKED_FROM = 64
 
 # The first stretch `_agreeing` compares; each next one is this many times longer.
 _AGREE_FIRST = 32
@@ -263,6 +294,9 @@ class _KeyChain:
         # The last take came back to an earlier line (_from_earlier): (that line's entry key, the blocks
         # of the call it took from, how many blocks this call shares with it); else None.
         self.back: tuple[int, Sequence[Block], int] | None = None
+        # The hash ids and sums of the Block runs of the last Windows taken (see _take_window).
+        self._runs: dict[int, RunHashes] = {}
+        self.windows = True  # False: a Window taken the stretch's way (the reference the tests compare)
 
     def line_key(self) -> int | None:
         """The key of the last call's line among the earlier lines (see _earlier): what a later take
@@ -344,6 +378,11 @@ class _KeyChain:
         ):
             h, a, m = find_stretch(prev, blocks[common:], common)
             s = common + h
+        if m and not check_order and type(blocks) is Window and self.windows:
+            # A shifted Window (clear_tool_uses past its window): its ids and sums from its run's.
+            got = self._take_window(blocks, common, (h, a, m), lazy)
+            if got is not None:
+                return got
         cut: list[Key] | None = None  # what an in-place extension cut from the last call's keys
         # Blocks this call reads: all the new ones, or those around a carried stretch (which passed the
         # order and count checks in an earlier call, as one run of the sequence they are in here). Cut
@@ -411,11 +450,7 @@ class _KeyChain:
             raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
         # The keys handed out are the last ones (after the first prefix not in the table, every one is
         # new): keys[old:] of the call, its tail.
-        old = len(keys)
-        made = range(self.ids.next - fresh, self.ids.next)
-        if fresh and not lazy:
-            keys += made
-            made = _NO_KEYS
+        old, made = _handed_out(keys, self.ids, fresh, lazy)
         if m:
             shas = full
         elif cut is not None:  # on the last call's line: its hashes cut and extended in place too
@@ -426,6 +461,68 @@ class _KeyChain:
             shas += new_shas
         self._done(blocks, common, keys, made, raw, base, shas, check_order, old)
         self.cut = cut
+        return keys, made, raw, base
+
+    def _take_window(
+        self, blocks: Window[Block], common: int, stretch: tuple[int, int, int], lazy: bool
+    ) -> tuple[list[Key], range, array[int], int] | None:
+        """take_lazy(blocks) for a Window (head + run[lo:k] + tail, engine/sim/grown.py) past its first
+        `common` blocks, which are the last call's: the hash ids and sums of its run part read from the
+        run's RunHashes (engine/sim/run_hashes.py), which reads each Block of the run once; of its tail,
+        those in the `stretch` (h, a, m) (its blocks[common + h :][:m] are the last call's [a : a + m])
+        carried from the last call and only the rest read, as the few head Blocks after `common`. The
+        same keys and sums as the stretch's way (the sums as another raw and base of equal total). None,
+        with nothing changed, when the run part is not past `common` or a Block read has a negative
+        count (the usual way then raises)."""
+        bh, run, lo, k, bt = blocks.parts()
+        hn = len(bh)
+        p0 = max(common, hn)  # the first position of the run part this call reads
+        b0 = lo + p0 - hn  # and its place in the run
+        if b0 >= k:
+            return None
+        h, a, m = stretch
+        s = common + h  # where the stretch starts in this call
+        q0 = hn + k - lo  # where the tail starts
+        c = s + m - q0 if s <= q0 < s + m else 0  # bt[:c] are the last call's [a + q0 - s : a + m]
+        new = bt[c:] if c else bt
+        par = run_hashes(self._runs, run)
+        if not par.ids and type(self.blocks) is Grown and self.blocks.head()[0] is run:
+            # The last call was this run's first items (a Grown on it): its ids and sums are theirs.
+            par.seed(self.shas, self.raw, self.blocks.head()[1])
+        if not par.upto(k, self.ids):
+            return None
+        head = bh[common:hn]
+        htok = list(map(_TOKENS, head))
+        ttok = list(map(_TOKENS, new))
+        if (htok and min(htok) < 0) or (ttok and min(ttok) < 0):
+            return None
+        hid = self.ids.hashes.__getitem__
+        prev_shas, prev_raw, was = self.shas, self.raw, self.base
+        x = a + q0 - s
+        full = prev_shas[:common]
+        full.extend(map(hid, map(_SHA, head)))
+        full += par.ids[b0:k]
+        if c:
+            full += prev_shas[x : x + c]
+        full.extend(map(hid, map(_SHA, new)))
+        keys = _keys_upto(self.keys, self.tail, common + 1, lazy and len(full) - common >= KEYPATH_FROM)
+        fresh = _walk_keys(keys, full, self.ids, common, (par.ids, p0, b0, k - b0))
+        # The sums as raw + base with the run part's raw the run's own sums: cum[p0 + y] is
+        # cum[p0] + sums[b0 + y] - sums[b0], so base = cum[p0] - sums[b0]. The few before p0 moved to it,
+        # the carried tail's the last call's moved by one difference (as the stretch's way moves them).
+        sums = par.sums
+        base = prev_raw[common] + was + sum(htok) - sums[b0]
+        d = was - base
+        raw = array("q", [y + d for y in prev_raw[: common + 1]]) if d else prev_raw[: common + 1]
+        raw.extend(islice(accumulate(htok, initial=raw[-1]), 1, None))
+        raw += sums[b0 + 1 : k + 1]
+        if c:
+            e = raw[-1] - prev_raw[x]
+            raw.extend(map(add, prev_raw[x + 1 : x + c + 1], repeat(e)) if e else prev_raw[x + 1 : x + c + 1])
+        raw.extend(islice(accumulate(ttok, initial=raw[-1]), 1, None))
+        old, made = _handed_out(keys, self.ids, fresh, lazy)
+        self._done(blocks, common, keys, made, raw, base, full, False, old)
+        self.cut = None
         return keys, made, raw, base
 
     def _from_earlier(
@@ -459,11 +556,7 @@ class _KeyChain:
         shas.extend(map(self.ids.hashes.__getitem__, map(_SHA, rest)))
         keys = _keys_upto(ekeys, etail, c + 1, lazy and c + 1 - len(ekeys) >= KEYPATH_FROM)
         fresh = _walk_keys(keys, shas, self.ids, c)
-        old = len(keys)
-        made = range(self.ids.next - fresh, self.ids.next)
-        if fresh and not lazy:
-            keys += made
-            made = _NO_KEYS
+        old, made = _handed_out(keys, self.ids, fresh, lazy)
         raw = eraw[: c + 1]
         raw.extend(islice(accumulate(tokens, initial=raw[-1]), 1, None))
         self._done(blocks, common, keys, made, raw, ebase, shas, check_order, old)
@@ -500,6 +593,17 @@ class _KeyChain:
 
 
 _NO_KEYS = range(0)
+
+
+def _handed_out(keys: list[Key], table: KeyTable, fresh: int, lazy: bool) -> tuple[int, range]:
+    """(old, made) of a take whose walk appended its known keys to `keys` and handed out `fresh` new
+    ones: where the new ones start, and them as a range (lazy), else appended to `keys` (and made empty)."""
+    old = len(keys)
+    made = range(table.next - fresh, table.next)
+    if fresh and not lazy:
+        keys += made
+        return old, _NO_KEYS
+    return old, made
 
 
 def _keys_upto(keys: list[Key], tail: range, e: int, path: bool = False) -> list[Key]:

@@ -28,13 +28,21 @@ class KeyTable:
     run's and a call's hashes are arrays of them: a window that moved (clear_tool_uses past its window)
     copies ~4,800 hashes a call, several times (its run, the call's carried hashes, an earlier line's),
     and as lists of the blocks' own str objects each copy and free touched ~4,800 scattered reference
-    counts (~50 us cold); an array is one memcpy, at half the memory of a list's pointers."""
+    counts (~50 us cold); an array is one memcpy, at half the memory of a list's pointers.
+
+    A run's ids are a place in an array: runs[r][offs[r] : offs[r] + lens[r]]. Mostly an array of the
+    run's own (offset 0); a run met as a stretch of a Block run's ids (engine/sim/run_hashes.py, only
+    ever appended to) is that stretch, not a copy of it (clear_tool_uses past its window: ~4,800 ids,
+    ~19 KB, a call that moves to a new start)."""
 
     def __init__(self) -> None:
         self.ids: dict[tuple[Key, int], Key] = {}  # (prefix, next block's hash id) -> first key of a run
         self.starts: list[Key] = []  # each run's first key, ascending (runs are handed out in order)
-        # Each run's block hash ids: key starts[r] + i ends with the block whose hash id is runs[r][i].
+        # Each run's block hash ids: key starts[r] + i ends with the block whose hash id is
+        # runs[r][offs[r] + i], for i below lens[r].
         self.runs: list[Sequence[int]] = []
+        self.offs: list[int] = []
+        self.lens: list[int] = []
         self.next: Key = 1  # the next key to hand out
         # Block hash -> its id (numbered from 1 as first met; only equality of ids is ever read).
         self.hashes: defaultdict[str, int] = defaultdict(count(1).__next__)
@@ -42,6 +50,11 @@ class KeyTable:
     def __len__(self) -> int:
         """How many keys were handed out."""
         return self.next - 1
+
+    def run(self, r: int) -> Sequence[int]:
+        """Run r's block hash ids (a copy)."""
+        o = self.offs[r]
+        return self.runs[r][o : o + self.lens[r]]
 
     def hash_ids(self, shas: Iterable[str]) -> array[int]:
         """The ids of `shas`, in order (a new hash gets the next id: in C, the dict's default)."""
