@@ -28,10 +28,10 @@ import functools
 import json
 import re
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from engine import alerts as alert_rules
 from engine import pipeline_express as express
@@ -48,7 +48,13 @@ from engine.errors import (
 from engine.feedback import Usage, finish_reason_of, normalize_usage
 from engine.hashing import sha256_hex
 from engine.optimize import OptimizeLimits, Summarizer
-from engine.pipeline_guard import _CALLBACK, _CallGuard, _raise_closed, _raise_reentrant
+from engine.pipeline_guard import (
+    _CALLBACK,
+    _CallGuard,
+    _journals,
+    _journals_async,
+    _raise_reentrant,
+)
 from engine.pipeline_request import Built as Built
 from engine.pipeline_request import Decided as Decided
 from engine.pipeline_request import Request as Request
@@ -81,72 +87,6 @@ if TYPE_CHECKING:
     from engine.shadow import CandidateConfig, Shadow
 
 TRACE_HISTORY = 32
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _journals(method: Callable[Concatenate[Pipeline, _P], _R]) -> Callable[Concatenate[Pipeline, _P], _R]:
-    """A public call that may journal events. With a live probe, the outermost such call brackets them:
-    its events are sent when it returns (`ProbeServer.hold`/`flush`), on this thread when that is cheap
-    and safe, so an agent waiting on its model between turns wakes no probe thread (engine.probe.agent_send)."""
-
-    name = method.__name__
-
-    @functools.wraps(method)
-    def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if _CALLBACK.get() is self:
-            _raise_reentrant(name)
-        # One public call at a time (see _CallGuard): another thread's call waits here for this one.
-        with self._guard.lock:
-            if self._after_close:
-                _raise_closed(name)
-            probe = self.probe
-            # (probe.bracket is False while every client attached reads the quiet stream, or none is:
-            # its publish() then sends by itself, and the two calls would only run cold after a model
-            # call.)
-            if probe is None or self._in_call or not probe.bracket:
-                return method(self, *args, **kwargs)
-            self._in_call = True
-            probe.hold()
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                self._in_call = False
-                probe.flush()
-
-    return call
-
-
-def _journals_async(
-    method: Callable[Concatenate[Pipeline, _P], Coroutine[Any, Any, _R]],
-) -> Callable[Concatenate[Pipeline, _P], Coroutine[Any, Any, _R]]:
-    """`_journals` for a coroutine method: the events of the whole call (its awaits too) go at its end."""
-
-    name = method.__name__
-
-    @functools.wraps(method)
-    async def call(self: Pipeline, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if _CALLBACK.get() is self:
-            _raise_reentrant(name)
-        # Held across the awaits: a thread's call waits for the whole request (binders included). The
-        # lock is re-entrant, so other coroutines on this loop's thread are not blocked by it.
-        with self._guard.lock:
-            if self._after_close:
-                _raise_closed(name)
-            probe = self.probe
-            if probe is None or self._in_call or not probe.bracket:
-                return await method(self, *args, **kwargs)
-            self._in_call = True
-            probe.hold()
-            try:
-                return await method(self, *args, **kwargs)
-            finally:
-                self._in_call = False
-                probe.flush()
-
-    return call
-
 
 def _check_output_fits(cfg: PipelineConfig) -> None:
     """Every request asks for max_output_tokens of reply (the body's max_tokens). At or past the window

@@ -7,8 +7,10 @@ hold them on every journaling call.
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from engine.errors import PipelineClosedError, ReentrantCallError
 
@@ -56,3 +58,70 @@ def _raise_closed(name: str) -> None:
         "would be lost from both; make a new Pipeline (or fork one) for another session, or close it "
         "only when the agent is done (`with Pipeline(...) as pipe:` closes it on leaving the block)"
     )
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_S = TypeVar("_S", bound="PipelineState")  # a Pipeline, or one of its stages: engine/pipeline_state.py
+
+
+def _journals(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
+    """A public call that may journal events. With a live probe, the outermost such call brackets them:
+    its events are sent when it returns (`ProbeServer.hold`/`flush`), on this thread when that is cheap
+    and safe, so an agent waiting on its model between turns wakes no probe thread (engine.probe.agent_send)."""
+
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if _CALLBACK.get() is self:
+            _raise_reentrant(name)
+        # One public call at a time (see _CallGuard): another thread's call waits here for this one.
+        with self._guard.lock:
+            if self._after_close:
+                _raise_closed(name)
+            probe = self.probe
+            # (probe.bracket is False while every client attached reads the quiet stream, or none is:
+            # its publish() then sends by itself, and the two calls would only run cold after a model
+            # call.)
+            if probe is None or self._in_call or not probe.bracket:
+                return method(self, *args, **kwargs)
+            self._in_call = True
+            probe.hold()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._in_call = False
+                probe.flush()
+
+    return call
+
+
+def _journals_async(
+    method: Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]],
+) -> Callable[Concatenate[_S, _P], Coroutine[Any, Any, _R]]:
+    """`_journals` for a coroutine method: the events of the whole call (its awaits too) go at its end."""
+
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def call(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if _CALLBACK.get() is self:
+            _raise_reentrant(name)
+        # Held across the awaits: a thread's call waits for the whole request (binders included). The
+        # lock is re-entrant, so other coroutines on this loop's thread are not blocked by it.
+        with self._guard.lock:
+            if self._after_close:
+                _raise_closed(name)
+            probe = self.probe
+            if probe is None or self._in_call or not probe.bracket:
+                return await method(self, *args, **kwargs)
+            self._in_call = True
+            probe.hold()
+            try:
+                return await method(self, *args, **kwargs)
+            finally:
+                self._in_call = False
+                probe.flush()
+
+    return call

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from engine.catalog import Binder, EmergentQueue, LatchTable, SourceSpec
     from engine.config import PipelineConfig
     from engine.optimize import Summarizer
+    from engine.pipeline_guard import _CallGuard
     from engine.plan import SectionEstimate
     from engine.policy.cachecost import CacheRules
     from engine.policy.state import CompactionState
@@ -63,6 +64,10 @@ class PipelineState:
     traces: Traces
     links: dict[str, Any]
     fast_path: bool
+    # A public call's guards (engine/pipeline_guard.py)
+    _guard: _CallGuard
+    _after_close: bool
+    _in_call: bool
     # The sinks
     recorder: Any
     recording_error: Exception | None
