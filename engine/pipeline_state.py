@@ -64,6 +64,9 @@ class PipelineState:
     traces: Traces
     links: dict[str, Any]
     fast_path: bool
+    check_pairing: bool  # (class attributes of Pipeline: see there)
+    check_content: bool
+    _output_chosen: bool  # max_output_tokens given by the agent (held to the window)
     # A public call's guards (engine/pipeline_guard.py)
     _guard: _CallGuard
     _after_close: bool
