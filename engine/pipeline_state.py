@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from engine.policy.state import CompactionState
     from engine.providers import Serializer
     from engine.providers.base import Block
-    from engine.providers.call_ids import CallIds
+    from engine.providers.call_ids import CallIds, IdRule
     from engine.recording.history_log import HistoryLog
     from engine.recording.journal import Journal
     from engine.shadow import Shadow
@@ -91,6 +91,7 @@ class PipelineState:
     _renamed: list[tuple[int, str, str]]
     _call_alias: dict[str, str]
     _renamed_memo: tuple[int, str]
+    _id_rule: tuple[str, IdRule]
     _spec_hint: tuple[dict[str, Any], SourceSpec] | None
     _call_hint: Mapping[tuple[str, str, str], ToolCall]
     _last_blob: tuple[str, str]

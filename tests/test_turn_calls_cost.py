@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.pipeline as pipeline_mod
+import engine.pipeline_conversation as conversation_mod
 from engine.artifacts import ToolCall
 from engine.errors import ConfigError
 from engine.pipeline import Pipeline
@@ -32,7 +32,7 @@ class _CountingMapping(metaclass=_CountingMeta):
 def test_plain_dict_calls_skip_the_general_readers_mapping_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     """A call as a plain dict {"id", "name", "arguments"} (what most agents pass) is read directly: no
     Mapping ABC check (~0.3 us each), none of the SDK-shape look-ups. Before: one check a call."""
-    monkeypatch.setattr(pipeline_mod, "Mapping", _CountingMapping)
+    monkeypatch.setattr(conversation_mod, "Mapping", _CountingMapping)
     pipe = Pipeline("claude-sonnet-4-5", "anthropic", 32_000, serve=False, clock=lambda: 0.0)
     pipe.identity("You are terse.")
     pipe.user("Fix the bug.")
@@ -77,7 +77,7 @@ def test_plain_dict_reads_as_the_general_reader_does(d: dict[str, Any]) -> None:
 
     def outcome(c: Any) -> Any:
         try:
-            return pipeline_mod._call_of(c)
+            return conversation_mod._call_of(c)
         except ConfigError as exc:
             return ("error", str(exc).replace("NotADict(", "").replace(repr(c), ""))
 
