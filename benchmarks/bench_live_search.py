@@ -8,7 +8,18 @@ a thread, holds every turn. Each round scans with a fresh ContentScan both ways,
 first; CPU is this process's (the probe's and the reader's threads included: both ways pay them), wall
 beside it. Bytecode: whatever the environment says (PYTHONDONTWRITEBYTECODE), both ways alike.
 
+`--find` times `cp-inspect find PID TEXT` over the same agent instead, as a user runs it: the command in
+a child process (its CPU from the kernel's rusage, start-up and the journal's fetch included; the agent's
+side, this process serving the journal by range, beside it), `--rounds` times; one pass, as `/` is.
+
+`--late-failure` times what a spill failure arriving mid-session costs the search: a scan of every turn
+received, then the agent goes on 10 turns, one of them a tool output over the spill threshold whose write
+fails (a full spill volume), and the next scan (timed) reads the turns that came. Its CPU is the figure; run
+it with PYTHONPATH=OTHER_TREE for the baseline (the script runs against whichever tree the path names).
+
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 600 --rounds 3
+    PYTHONPATH=. python benchmarks/bench_live_search.py --turns 3000 --rounds 3 --find
+    PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1500 --rounds 3 --late-failure
 """
 
 from __future__ import annotations
@@ -19,13 +30,17 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=600)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--find", action="store_true", help="time `cp-inspect find PID TEXT` (a child process)")
+    ap.add_argument("--late-failure", action="store_true", help="time the scan after a spill failure arrives")
     args = ap.parse_args()
     rt = Path(tempfile.mkdtemp(prefix="cpls"))
     os.environ["XDG_RUNTIME_DIR"] = str(rt)
@@ -33,21 +48,37 @@ def main() -> None:
     from inspector.content_search import ContentScan, JournalStream
     from inspector.sources.live import LiveSource
 
-    pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=True)
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=True, spill=_FullVolume())
     pipe.identity("You are a careful coding agent.")
     pipe.user("Fix the failing test.")
-    for t in range(args.turns):
+    if args.late_failure:  # every turn sent as it closes (none held for the next: this agent then waits)
+        pipe.probe.fold_coalesce = 0.0
+
+    def step(t: int, output: str = "") -> None:
         req = pipe.next_request()
         pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 10})
         calls = pipe.assistant(f"step {t}", [{"id": f"c{t}", "name": "bash", "arguments": "{}"}])
         extra = " the QUERY-TEXT is here" if t % 50 == 7 else ""
-        pipe.tool_result(calls[0].id, f"output of step {t}{extra}\n" + "line of output\n" * (t % 7))
+        pipe.tool_result(calls[0].id, output or f"output of step {t}{extra}\n" + "line of output\n" * (t % 7))
+
+    for t in range(args.turns):
+        step(t)
     src = LiveSource(os.getpid(), timeout=30, backfill_idle=None, fold=True)
     reader = threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True)
     reader.start()
     src.replayer()  # every turn received (the journal fetched to its end)
     turns = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
     assert len(turns) == args.turns, len(turns)
+    if args.late_failure:
+        late_failure(src, step, args.turns, args.rounds)
+        src.close()
+        pipe.close()
+        return
+    if args.find:
+        src.close()
+        find_pid(args.turns, args.rounds)
+        pipe.close()
+        return
 
     def scan(one_pass: bool) -> tuple[float, float, int]:
         c0, w0 = time.process_time(), time.perf_counter()
@@ -72,6 +103,87 @@ def main() -> None:
     )
     src.close()
     pipe.close()
+
+
+class _FullVolume:
+    """The agent's spill backend: a write of a text naming FULL-VOLUME fails (no space left)."""
+
+    def put(self, key: str, data: str) -> str:
+        if "FULL-VOLUME" in data:
+            raise OSError(28, "No space left on device")
+        return f"spill://{key[:16]}"
+
+    def get(self, key: str) -> str:
+        raise KeyError(key)
+
+
+def late_failure(src: Any, step: Callable[..., None], turns: int, rounds: int) -> None:
+    """Each round: a scan of every turn received, 10 turns more (one whose spill write fails), the next
+    scan timed."""
+    from inspector.content_search import ContentScan, JournalStream
+
+    cpu: list[float] = []
+    wall: list[float] = []
+    at = turns
+    for r in range(rounds):
+        got = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
+        scan = ContentScan("query-text", src, JournalStream(src))
+        scan.scan_to(got, lambda: False)
+        for t in range(at, at + 10):
+            big = f"FULL-VOLUME round {r}: the build log\n" + "a line of the build log\n" * 3000
+            step(t, big if t == at + 4 else "")
+        at += 10
+        give_up = time.monotonic() + 120
+        while src._seen_turns < at - 1:
+            assert time.monotonic() < give_up, (
+                f"the turns never arrived ({src._seen_turns}, {len(src.events)})"
+            )
+            time.sleep(0.02)
+        src.replayer()
+        got = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
+        assert src.replayer().fail_keys, "the failed write is in the journal"
+        c0, w0 = time.process_time(), time.perf_counter()
+        scan.scan_to(got, lambda: False)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+        scan.close()
+    print(
+        f"late spill failure: {turns}+ turns scanned, 10 more with a failed spill write: the next scan CPU "
+        f"{statistics.median(cpu):.3f} s (rounds {', '.join(f'{c:.3f}' for c in cpu)}), wall "
+        f"{statistics.median(wall):.3f} s; load {os.getloadavg()[0]:.1f}"
+    )
+
+
+def find_pid(turns: int, rounds: int) -> None:
+    """`cp-inspect find PID query-text` against this process, `rounds` times: child CPU, wall, ours."""
+    import resource
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
+    rows: list[tuple[float, float, float]] = []
+    lines = 0
+    for _ in range(rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own, w0 = time.process_time(), time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-c", code, "find", str(os.getpid()), "query-text"],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+        wall, own = time.perf_counter() - w0, time.process_time() - own
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if out.returncode != 0:
+            raise SystemExit(f"find failed ({out.returncode}): {out.stderr[-400:]}")
+        lines = len(out.stdout.splitlines()) - 1
+        rows.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall, own))
+    cpu, wall, own = (statistics.median(r[i] for r in rows) for i in range(3))
+    print(
+        f"cp-inspect find PID: {turns} turns, {lines} changes listed; child CPU {cpu:.3f} s "
+        f"({cpu / turns * 1e3:.2f} ms a turn), wall {wall:.3f} s; the agent's side {own:.3f} s CPU; "
+        f"median of {rounds}; load {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -188,25 +188,42 @@ class JournalStream(_Indexed):
     the nearest folded state, a deep copy of the pipeline a turn) took ~4x the CPU. The events are the
     source's own (nothing copied); what the stream needs of a turn not received yet (an elided journal
     fetched by range, a summarized trace) the source fetches when `reach` asks its replayer for the
-    last turn a scan goes to."""
+    last turn a scan goes to.
+
+    A spill write the agent's run failed is failed by the stream's pipeline too (the build keeps the
+    content, as the agent's did), from the request event that first lists it: a live session's failures
+    arrive with its turns, and the stream's pipeline takes each as it comes to it. It was made again from
+    the first event whenever the replayer had learned of a new one, and every turn built again (a spill
+    write is tried only when its text first goes over the limit, and a failed one is listed then: the
+    turns before never tried it, so their builds and the state they leave are the same either way)."""
 
     def __init__(self, source: Any) -> None:
         super().__init__()
         self.source = source  # a ReplayingSource: `events` and `replayer(turn)`
         self.pipe: Any = None
-        self.fail_keys: frozenset[str] | None = None  # the spill failures the pipeline was made with
+        self.fail_keys: frozenset[str] | None = None  # the spill writes the pipeline fails, as far as read
         self.at = 0  # events of `source.events` folded
         self._request: dict[str, Any] | None = None  # the last request built, folded at the next read
         self.past = -1  # the newest turn built
 
     def reach(self, turn: int) -> None:
         """Before a scan to `turn`: the source holds its journal through it (fetching what it lacks), and
-        the pipeline is made, or made again if spill failures came that it was made without."""
+        the pipeline is made if it is not yet (failing the spill writes known to fail so far; the later
+        ones are taken as their turns come, `_spill_failures`)."""
         replayer = self.source.replayer(turn)
-        if self.pipe is None or replayer.fail_keys != self.fail_keys:
+        if self.pipe is None:
             self.pipe, self.fail_keys = replayer.new_pipeline(), replayer.fail_keys
-            self.at, self._request, self.past = 0, None, -1
-            self.turns.clear()  # (built without those failures)
+
+    def _spill_failures(self, ev: dict[str, Any]) -> None:
+        """Before building request `ev`: the spill writes it lists as failed fail in the pipeline too."""
+        listed = ev.get("spill_failures")
+        if not listed:
+            return
+        keys = frozenset(str(f).split(":", 1)[0] for f in listed)
+        known = self.fail_keys or frozenset()
+        if not keys <= known:
+            self.fail_keys = known | keys
+            self.pipe.spill.fail_keys = self.fail_keys  # (the replay's MemorySpill: read at each write)
 
     def build_of(self, turn: int) -> Built | None:
         """Turn `turn`'s build, the journal read on to it (None: past it, or not received yet)."""
@@ -222,6 +239,7 @@ class JournalStream(_Indexed):
             k = ev.get("k")
             if k == "request":
                 got = ev["turn"]
+                self._spill_failures(ev)
                 pipe.begin_request(got)
                 built = pipe.build(ev.get("bound", {}))
                 pipe.traces.append(built.trace)

@@ -219,3 +219,77 @@ def test_a_new_query_goes_on_with_the_last_ones_pass(follow: bool) -> None:
         earlier.close()
     finally:
         src.close()
+
+
+class _FailsOn:
+    """A spill backend whose writes of a text holding `marker` fail (a full disk, for some writes)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def put(self, key: str, data: str) -> str:
+        if self.marker in data:
+            raise OSError("no space left on the spill volume")
+        return f"spill://{key[:16]}"
+
+    def get(self, key: str) -> str:
+        raise KeyError(key)
+
+
+def test_a_spill_failure_arriving_later_does_not_rebuild_the_pass(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """`/` while attached, then the agent goes on and one of its spill writes fails: the stream's pipeline
+    was made again from the first event (every turn built again, 2x a long session's pass on each such
+    failure). Now it fails that write from the turn that lists it, and goes on; the counts are the
+    turn-by-turn reading's (the replayer's, which fails it from the first turn on)."""
+    from engine.optimize import OptimizeLimits
+    from engine.pipeline import Pipeline
+    from inspector.sources.live import LiveSource
+
+    pipe = serving_pipeline(
+        monkeypatch, rtdir, spill=_FailsOn("DISKFULL"), limits=OptimizeLimits(spill_threshold=200)
+    )
+    pipe.probe.fold_coalesce = 0.0
+
+    def turns(first: int, last: int) -> None:
+        for t in range(first, last):
+            # Large outputs are spilled (NEEDLE, past the reference's preview, is then not sent); the one
+            # of step 12 cannot be written: sent whole, NEEDLE with it.
+            big = f"output of step {t}\n" + "a line of the build log\n" * 120
+            one_turn(pipe, t, big + (" DISKFULL" if t == 12 else "") + (" NEEDLE" if t in (4, 12) else ""))
+
+    turns(0, 2)
+    src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)
+    reader = threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True)
+    reader.start()
+    try:
+        turns(2, 10)
+        _received(src, 9)
+        stream = stream_for(src)
+        assert isinstance(stream, JournalStream)
+        scan = ContentScan("needle", src, stream)
+        scan.scan_to(list(range(10)), lambda: False)
+        assert scan.changes == [] and stream.fail_keys == frozenset()  # step 4's NEEDLE went out spilled
+        made = stream.pipe
+        turns(10, 20)
+        _received(src, 19)
+        assert src.replayer(19).fail_keys, "the agent's journal lists the failed write"
+        builds: list[int] = []
+        real_build = Pipeline.build
+
+        def counted(self: Any, *a: Any, **kw: Any) -> Any:
+            builds.append(1)
+            return real_build(self, *a, **kw)
+
+        monkeypatch.setattr(Pipeline, "build", counted)
+        scan.scan_to(list(range(20)), lambda: False)
+        monkeypatch.setattr(Pipeline, "build", real_build)
+        assert stream.pipe is made and len(builds) == 10, (len(builds), "turns 10-19, each built once")
+        assert [(c.turn, c.kind) for c in scan.changes] == [(13, "enters")]
+        want = _stepped("needle", src, list(range(20)))
+        assert scan.counts == want.counts and scan.changes == want.changes
+    finally:
+        src.close()
+        pipe.close()
+        reader.join(T)
