@@ -43,6 +43,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+from engine.capture.tap_call import cut_short
 from engine.capture.tap_request import server_of
 from engine.capture.tap_session import Tap, TapCall, TapError, TapStats, gave_up
 from engine.capture.tap_streams import (
@@ -309,10 +310,16 @@ class _TappedStreamManager:
             snap = None
         if snap is not None and getattr(snap, "stop_reason", None) is not None:
             t.end(self._call, snap)
-        elif exc is not None:  # why the stream ended early, in the SDK's words (overloaded_error: ...)
-            t.end(self._call, problem=f"incomplete_stream: {stream_ended(exc)}")
+            return
+        if exc is not None:  # why the stream ended early, in the SDK's words (overloaded_error: ...)
+            problem = f"incomplete_stream: {stream_ended(exc)}"
         else:
-            t.end(self._call, problem="incomplete_stream: the stream was closed before its final message")
+            problem = "incomplete_stream: the stream was closed before its final message"
+        try:  # with the usage the snapshot has from message_start (its input side, cache reads and writes)
+            partial = plain(snap)
+        except Exception:
+            partial = None
+        t.end(self._call, problem=cut_short(problem, partial))
 
     def __enter__(self) -> Any:
         try:

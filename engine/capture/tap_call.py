@@ -55,6 +55,28 @@ class TapCall:
     conversation: int = 1  # which of the tap's conversations its turn is in (Tap._route)
 
 
+@dataclass(frozen=True)
+class CutShort:
+    """A failed call whose stream had already said what the call used: Anthropic's `message_start` gives
+    the input side (uncached, cache reads and writes) before the reply's first word, `message_delta` the
+    output so far. Cut after it (the agent stopped reading, the connection broke, an `error` event), the
+    call is journaled with that usage, then why it failed: the recording's usage and cache figures are
+    the upstream's own, not a turn with none. Its str is the problem, as a failed call's payload is."""
+
+    problem: str
+    usage: dict[str, Any]  # in the API's shape, as the stream reported it
+
+    def __str__(self) -> str:
+        return self.problem
+
+
+def cut_short(problem: str, partial: Any) -> CutShort | str:
+    """The failed outcome of a call whose reply came in part (`partial`: what its stream reassembled to,
+    or None): with the usage the stream reported, if it reported any."""
+    usage = partial.get("usage") if isinstance(partial, dict) else None
+    return CutShort(problem, usage) if isinstance(usage, dict) and usage else problem
+
+
 def gave_up(exc: BaseException) -> BaseException | str:
     """What a failed call journals: its exception; for a cancellation (a task's, asyncio.wait_for's
     timeout) or an interrupt, which say nothing themselves, that the agent stopped waiting. Either way

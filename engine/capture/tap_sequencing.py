@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.capture.tap_call import TapCall, TapError, _caller
+from engine.capture.tap_call import CutShort, TapCall, TapError, _caller
 from engine.capture.tap_steps import TapSteps
 from engine.capture.tap_streams import plain
 from engine.feedback import normalize_usage, reply_diagnostics
@@ -112,9 +112,11 @@ class TapSequencing(TapSteps):
         self._enter_number(call.conversation)
         assert self.pipe is not None and call.outcome is not None and call.turn is not None
         kind, payload = call.outcome
-        ev: dict[str, Any]
+        evs: list[dict[str, Any]] = []
         if kind == "failed":
             text = str(payload)
+            if isinstance(payload, CutShort):
+                evs.append(self._late_usage(call, payload.usage, {}))
             ev = {
                 "k": "error",
                 "turn": call.turn,
@@ -131,16 +133,23 @@ class TapSequencing(TapSteps):
             if data.get("usage") is None:
                 self.stats.streams_without_usage += 1
                 return
-            key = call.body.get("prompt_cache_key")
-            u = normalize_usage(data["usage"]).with_extra(
-                prompt_cache_key=key if isinstance(key, str) else None, **reply_diagnostics(data)
-            )
-            ev = {"k": "usage", "turn": call.turn, "usage": u.to_dict(), "estimated": 0, "time": self.clock()}
-        self.pipe.fold(ev)
-        self.pipe.journal.append(ev)
+            ev = self._late_usage(call, data["usage"], data)
+        for e in [*evs, ev]:
+            self.pipe.fold(e)
+            self.pipe.journal.append(e)
+
+    def _late_usage(self, call: TapCall, usage: Any, data: dict[str, Any]) -> dict[str, Any]:
+        """The `usage` event of a call whose turn is already closed (see late)."""
+        key = call.body.get("prompt_cache_key")
+        u = normalize_usage(usage).with_extra(
+            prompt_cache_key=key if isinstance(key, str) else None, **reply_diagnostics(data)
+        )
+        return {"k": "usage", "turn": call.turn, "usage": u.to_dict(), "estimated": 0, "time": self.clock()}
 
     def failed(self, exc: BaseException | str) -> None:
         assert self.pipe is not None
+        if isinstance(exc, CutShort):  # what the stream said the call used, then why it failed
+            self._usage(exc.usage, {})
         text = str(exc)
         self.pipe.record_error(_error_kind(text), text)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.capture.tap_call import TapCall, TapError, TapStats, gave_up
+from engine.capture.tap_call import TapCall, TapError, TapStats, cut_short, gave_up
 from engine.capture.tap_rewrite import REWRITE_KEY, rewritten
 from engine.capture.tap_sequencing import DIAG_KIND, MAX_HELD, TapSequencing
 from engine.capture.tap_state import CONVERSATION_STATE, MAX_CONVERSATIONS
@@ -72,7 +72,8 @@ class Tap(TapSequencing):
         if problem is None and result is not None:
             self.end(call, result)
         else:
-            self.end(call, problem=problem or "incomplete_stream: no message")
+            # (with the usage its stream reported before it ended, if any: Anthropic's message_start)
+            self.end(call, problem=cut_short(problem or "incomplete_stream: no message", result))
 
     def defer(self, call: TapCall, resp: Any, kwargs: dict[str, Any]) -> bool:
         """A background call's `queued` reply: not its outcome, which a later retrieve brings (follow).

@@ -127,7 +127,8 @@ def test_malformed_sse_passes_through_and_is_recorded_incomplete(proxied: Proxie
     paths = proxied.finish()
     errs = [e for p in paths for e in errors(p)]
     assert len(errs) == 1 and "incomplete_stream" in errs[0]["message"]
-    assert sum(len(usages(p)) for p in paths) == 1
+    # both have usage: the malformed one what its message_start reported (output: 1 token so far)
+    assert sorted(u["output_tokens"] for p in paths for u in usages(p)) == [1, 17]
     for p in paths:
         verify_ok(p)
 
@@ -260,7 +261,8 @@ def test_a_compressed_stream_cut_off_is_recorded_with_what_arrived(
                 got += piece
         assert bytes(got) == standin.sent[-1]
     paths = proxied.finish()
-    assert sum(len(usages(p)) for p in paths) == 1  # the whole one, decoded and reassembled
+    # the whole one, decoded and reassembled; the cut one with what its message_start reported
+    assert sorted(u["output_tokens"] for p in paths for u in usages(p)) == [1, 17]
     (err,) = [e for p in paths for e in errors(p)]
     assert err["kind"] == "incomplete_stream", err
     assert "the stream ended before message_stop" in err["message"] and "decode" not in err["message"], err

@@ -37,6 +37,7 @@ from engine.capture.proxy.recorder_sessions import (
 )
 from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
+from engine.capture.tap_call import cut_short
 from engine.capture.tap_request import parse_request, server_of
 from engine.errors import ContextPipeError
 from engine.importers.model import MessageRec
@@ -248,13 +249,15 @@ class Recorder(RecorderBackground):
                 tap.guard(tap.after, response)
             else:
                 info.errors += 1
-                tap.guard(tap.failed, ProxyCallError(problem or "no response"))
+                # (with the usage a stream reported before it was cut, if any: Anthropic's message_start)
+                tap.guard(tap.failed, cut_short(problem or "no response", response))
         return turn
 
     def _response(
         self, ex: Exchange, wire: str, asked_stream: bool = False
     ) -> tuple[dict[str, Any] | None, str | None]:
-        """(the response body in the non-streamed chat/messages shape, what went wrong or None)."""
+        """(the response body in the non-streamed chat/messages shape, what went wrong or None). A stream
+        that did not end whole: (what it reassembled to, as far as it came, or None; why)."""
         if ex.status is None:
             return None, ex.error or "the upstream was not reached"
         try:
@@ -270,7 +273,7 @@ class Recorder(RecorderBackground):
                 why = r.reason or "incomplete"
                 if ex.error:
                     why = f"{ex.error}; {why}"
-                return None, f"incomplete_stream: {why} ({counted(r.events, 'event')})"
+                return r.body, f"incomplete_stream: {why} ({counted(r.events, 'event')})"
             resp = r.body
         else:
             if ex.error:

@@ -1,0 +1,129 @@
+"""A streamed Anthropic call cut short keeps the usage its stream had already reported.
+
+`message_start` carries the call's input side (uncached tokens, cache reads, cache writes with their
+5m/1h split) before the reply's first word. When the stream ends early (the agent leaves
+`with client.messages.stream(...)` after the first event, the API sends an `overloaded_error` event
+mid-stream), the proxy and the tap journaled only the error: the turn had no usage, so `explain`, the
+inspector and the OpenTelemetry span showed no cache figures for a call whose prompt the upstream had
+read (and written to its cache). Now the turn has the usage the stream reported, then the error.
+A stream that reported none before it was cut (OpenAI chat: its usage comes in the last chunk) is
+journaled with the error alone, as before. Real anthropic and openai SDKs, through the proxy and the
+tap, against the stand-in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from engine.capture.tap import tap
+from tests.capture.conftest import Proxied, errors, usages, verify_ok
+from tests.capture.standin import USAGE_ANTHROPIC, StandIn
+
+SYSTEM = "You are a careful coding agent."
+# What message_start reported: the input side whole, one output token so far
+STARTED = {
+    "input_tokens": USAGE_ANTHROPIC["input_tokens"]
+    + USAGE_ANTHROPIC["cache_read_input_tokens"]
+    + USAGE_ANTHROPIC["cache_creation_input_tokens"],
+    "output_tokens": 1,
+    "cache_read_tokens": USAGE_ANTHROPIC["cache_read_input_tokens"],
+    "cache_write_tokens": USAGE_ANTHROPIC["cache_creation_input_tokens"],
+    "cache_write_1h_tokens": USAGE_ANTHROPIC["cache_creation"]["ephemeral_1h_input_tokens"],
+}
+
+
+def _messages(turn: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "List the files."}]
+    for i in range(turn):
+        msgs += [{"role": "assistant", "content": f"Looked {i}."}, {"role": "user", "content": f"Go on {i}."}]
+    return msgs
+
+
+def _left_early(client: anthropic.Anthropic) -> None:
+    """A call, a stream the agent leaves after its first event, a call."""
+    common: dict[str, Any] = {"max_tokens": 256, "system": SYSTEM}
+    client.messages.create(model="claude-sonnet-4", messages=_messages(0), **common)  # type: ignore[call-overload]
+    with client.messages.stream(model="claude-sonnet-4-slow", messages=_messages(1), **common) as s:  # type: ignore[arg-type]
+        for _ in s:
+            break
+    client.messages.create(model="claude-sonnet-4", messages=_messages(2), **common)  # type: ignore[call-overload]
+
+
+def _closed_early(client: anthropic.Anthropic) -> None:
+    """As _left_early, the stream made with create(stream=True) and closed after its first event."""
+    common: dict[str, Any] = {"max_tokens": 256, "system": SYSTEM}
+    client.messages.create(model="claude-sonnet-4", messages=_messages(0), **common)  # type: ignore[call-overload]
+    stream = client.messages.create(
+        model="claude-sonnet-4-slow", messages=_messages(1), stream=True, **common
+    )  # type: ignore[call-overload]
+    for _ in stream:
+        break
+    stream.close()
+    client.messages.create(model="claude-sonnet-4", messages=_messages(2), **common)  # type: ignore[call-overload]
+
+
+def _overloaded(client: anthropic.Anthropic) -> None:
+    """A call, a stream the API breaks off with overloaded_error (the SDK raises it), the call again."""
+    common: dict[str, Any] = {"max_tokens": 256, "system": SYSTEM}
+    client.messages.create(model="claude-sonnet-4", messages=_messages(0), **common)  # type: ignore[call-overload]
+    with pytest.raises(anthropic.APIStatusError, match="overloaded_error"):
+        with client.messages.stream(model="claude-sonnet-4-overloaded", messages=_messages(1), **common) as s:  # type: ignore[arg-type]
+            s.get_final_message()
+    client.messages.create(model="claude-sonnet-4", messages=_messages(2), **common)  # type: ignore[call-overload]
+
+
+def _check(path: Path, said: str) -> None:
+    us = usages(path)
+    assert len(us) == 3, us
+    assert {k: v for k, v in us[1].items()} == STARTED, us[1]
+    errs = errors(path)
+    assert [(e["turn"], e["kind"]) for e in errs] == [(1, "incomplete_stream")], errs
+    assert said in errs[0]["message"], errs[0]["message"]
+    assert verify_ok(path) == 3
+
+
+AGENTS: dict[str, tuple[Callable[[anthropic.Anthropic], None], str]] = {
+    "left_early": (_left_early, "incomplete_stream"),
+    "closed_early": (_closed_early, "incomplete_stream"),
+    "overloaded": (_overloaded, "overloaded_error"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(AGENTS))
+def test_a_cut_stream_keeps_its_reported_usage_through_the_proxy(proxied: Proxied, case: str) -> None:
+    agent, said = AGENTS[case]
+    agent(anthropic.Anthropic(base_url=proxied.url, api_key="sk-ant-test", max_retries=0))
+    assert proxied.recorder.flush(30)
+    (path,) = proxied.finish()
+    _check(path, said)
+
+
+@pytest.mark.parametrize("case", sorted(AGENTS))
+def test_a_cut_stream_keeps_its_reported_usage_through_the_tap(
+    standin: StandIn, tmp_path: Path, case: str
+) -> None:
+    agent, said = AGENTS[case]
+    rec = tmp_path / "t.cpsession"
+    client = tap(anthropic.Anthropic(base_url=standin.url, api_key="sk-ant-test", max_retries=0), record=rec)
+    agent(client)
+    client.contextpipe_tap.close()  # type: ignore[attr-defined]
+    assert client.contextpipe_stats.errors == 0, client.contextpipe_stats.last_error  # type: ignore[attr-defined]
+    _check(rec, said)
+
+
+def test_a_cut_chat_stream_had_no_usage_and_is_journaled_without(proxied: Proxied) -> None:
+    client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="sk-test", max_retries=0)
+    msgs: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "List the files."}]
+    with pytest.raises(openai.APIConnectionError):
+        for _ in client.chat.completions.create(
+            model="gpt-4o-cut", messages=msgs, stream=True, stream_options={"include_usage": True}
+        ):
+            pass
+    (path,) = proxied.finish()
+    assert usages(path) == []
+    assert [e["kind"] for e in errors(path)] == ["incomplete_stream"]
