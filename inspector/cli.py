@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +15,16 @@ from engine.errors import ContextPipeError
 from engine.wording import counted
 
 from . import fleet_cli, replay_command
-from .cli_common import GateOpt, ThemeOpt, ThresholdOpt, check_window, fail, need_terminal
+from .cli_common import (
+    GateOpt,
+    ThemeOpt,
+    ThresholdOpt,
+    _check_new_recording,
+    _run_app,
+    check_window,
+    fail,
+    need_terminal,
+)
 
 # explain's work lives in cli_explain.py (typer-free, for cli_argv.py); its names stay reachable here.
 from .cli_explain import _DAMAGED, _DISAGREE, _explain_once, _explain_streamed, load_events  # noqa: F401
@@ -384,16 +392,6 @@ def _check_plan_options(window: int | None, provider: str | None) -> None:
 # ------------------------------------------------------------------ TUI entry points
 
 
-def _run_app(
-    source: Any,
-    theme: str | None,
-    start_turn: int | None = None,
-    agent_ended: Callable[[], str | None] | None = None,
-) -> None:
-    need_terminal("the inspector", "or `cp-inspect explain` for text")
-    from .app_exit import run_inspector
-
-    run_inspector(source, theme, start_turn, agent_ended)
 
 
 @app.command(context_settings=ONE_FILE)
@@ -479,15 +477,6 @@ def _save_received(src: Any, record: Path) -> None:
     typer.echo(f"saved {counted(len(src.events), 'event')} to {record}")
 
 
-def _check_new_recording(record: Path, example: str) -> None:
-    """A --record path a recording can be created at: checked before the session, not after it."""
-    if record.is_dir():
-        fail(f"--record {record} is a directory: give a new file path, e.g. {record / example}", 2)
-    if record.exists() or record.is_symlink():
-        fail(f"--record {record} already exists: a recording is never overwritten; choose a new path", 2)
-    from .out_path import check_creatable  # a --record's own (--help imports cli.py)
-
-    check_creatable(record, "--record")  # not after the session: the agent's own writer died on it
 
 
 def _save_on_termination() -> dict[int, Any]:

@@ -1,10 +1,13 @@
 """Helpers every `cp-inspect` command module shares: the what-if options' typer annotations, and (from
 cli_overrides.py, cli_events.py and recording_open.py, which import no typer, for the typer-free paths)
-NAME=VALUE options, reading a recording's events, error exits and opening recordings."""
+NAME=VALUE options, reading a recording's events, error exits and opening recordings; and what the TUI
+commands share: `_run_app` (a terminal UI on a source) and `_check_new_recording` (a --record path)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -54,3 +57,26 @@ def need_terminal(command: str, instead: str) -> None:
 __all__ = ["GateOpt", "ThemeOpt", "ThresholdOpt", "check_window", "warn", "event_frames", "event_offset", "fail", "need_terminal", "on_off", "open_recording",
            "parse_gates", "parse_pairs", "parse_thresholds", "read_events", "read_events_for_turn", "iter_events_for_turn",
            "MalformedTurn", "check_turn_event"]
+
+
+def _run_app(
+    source: Any,
+    theme: str | None,
+    start_turn: int | None = None,
+    agent_ended: Callable[[], str | None] | None = None,
+) -> None:
+    need_terminal("the inspector", "or `cp-inspect explain` for text")
+    from .app_exit import run_inspector
+
+    run_inspector(source, theme, start_turn, agent_ended)
+
+
+def _check_new_recording(record: Path, example: str) -> None:
+    """A --record path a recording can be created at: checked before the session, not after it."""
+    if record.is_dir():
+        fail(f"--record {record} is a directory: give a new file path, e.g. {record / example}", 2)
+    if record.exists() or record.is_symlink():
+        fail(f"--record {record} already exists: a recording is never overwritten; choose a new path", 2)
+    from .out_path import check_creatable  # a --record's own (--help imports cli.py)
+
+    check_creatable(record, "--record")  # not after the session: the agent's own writer died on it
