@@ -21,7 +21,6 @@ from .cli_common import (
     ThresholdOpt,
     _check_new_recording,
     _run_app,
-    check_window,
     fail,
     need_terminal,
 )
@@ -31,10 +30,11 @@ from .cli_explain import _DAMAGED, _DISAGREE, _explain_once, _explain_streamed, 
 from .ctx_cli import ctx_app, eval_command
 from .diff_cli import diff, forks
 from .entry import hold_closed_stdout, output_failed, run_plain_command
+from .import_cli import import_
 from .missing_param import OneLineMissing
 from .proxy_cli import agent_ended, proxy, run
 from .simulate_cli import simulate
-from .token_arg import number_option, tokens_option
+from .token_arg import number_option
 
 
 class CommandLine(typer.Typer):
@@ -102,7 +102,6 @@ def one_file_only(ctx: typer.Context, command: str, first: object, what: str = "
         f"{first}`, then each of the others the same way (for f in FILES; do cp-inspect {command} \"$f\"; done)",
         2,
     )
-
 
 
 @app.command()
@@ -212,186 +211,10 @@ def salvage(
     run(file, out, force)
 
 
-@app.command("import")
-def import_(
-    fmt: Annotated[
-        str, typer.Argument(help="mini-swe-agent | swe-agent | openhands | swe-smith | claude-trace | proxy-jsonl | auto")
-    ],
-    src: Annotated[Path, typer.Argument(help="The trajectory or log file.", readable=False)],
-    out: Annotated[Path | None, typer.Option(
-        "-o", "--out", help="The .cpsession file to write.", readable=False)] = None,
-    model: Annotated[str | None, typer.Option(
-        help="Model to record it as (default: the one the source names; needed to price it when none).")] = None,
-    provider: Annotated[
-        str | None, typer.Option(
-            help="Provider policy for the engine's shadow plan: anthropic, openai, bedrock, prefix or deepseek "
-            "(default: the source's, else openai).")
-    ] = None,
-    window_text: Annotated[str | None, typer.Option(
-        "--window", metavar="<tokens>", help="Context window (tokens: 32000, 32k, 1.5M) for the engine's plan.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
-    conversation: Annotated[int | None, typer.Option(
-        "--conversation", metavar="N", parser=number_option("--conversation", "a conversation number, e.g. 2"),
-        help="Which conversation of a log holding several (proxy JSONL, claude-trace): 1 = the most calls "
-        "(the default); --list numbers them.")] = None,
-    list_: Annotated[bool, typer.Option(
-        "--list", help="List the file's conversations (calls, first message, restart or fork of which) and "
-        "write nothing.")] = False,
-) -> None:
-    """Import a real agent trajectory as a recording: each model call becomes a turn.
-
-    \b
-    Example:
-      cp-inspect import auto TRAJECTORY.json -o run.cpsession
-      cp-inspect import auto PROXY.jsonl --list                  # a log of several conversations
-      cp-inspect import auto PROXY.jsonl --conversation 2 -o run2.cpsession
-    """
-    from engine.importers import NoSuchConversation
-    from engine.importers.ingest import ingest
-
-    window = tokens_option(window_text, "--window")
-    if conversation is not None and conversation < 1:
-        fail(f"--conversation must be 1 or more (1 is the conversation with the most calls), got {conversation}", 2)
-    if out is None and not list_:
-        fail("import: -o/--out FILE is required (the .cpsession to write), or --list to list the conversations", 2)
-    if list_ and (out is not None or conversation is not None):
-        # --list printed the conversations and the -o FILE asked for was not written, without a word.
-        fail("--list lists the conversations and writes nothing: give it without -o and --conversation", 2)
-    if not src.exists():
-        fail(f"no such file: {src}")
-    if src.is_dir():
-        fail(f"{src} is a directory: give the trajectory or log file inside it")
-    if not src.is_file():  # reading a FIFO nobody writes waited forever
-        fail(f"{src} is not a regular file (a FIFO or a device): give the trajectory or log file itself")
-    if list_:
-        _list_conversations(fmt, src)
-        return
-    assert out is not None
-    from .out_path import check_out, written_whole  # an import's own (--help imports cli.py)
-
-    check_out(out, force)
-    _check_plan_options(window, provider)
-    try:
-        imp = _load_or_fail(fmt, src, model=model, provider=provider, conversation=conversation)
-    except NoSuchConversation as exc:
-        n = len(exc.conversations)
-        fail(
-            f"--conversation {conversation}: {src} holds {counted(n, 'conversation')} (1 to {n}); "
-            f"`cp-inspect import {fmt} {src} --list` lists them",
-            2,
-        )
-    # Written beside OUT and renamed over it once complete: an import stopped half way (Ctrl-C, a full
-    # disk, an error in a later call) left a shorter recording at OUT that verified and replayed as if
-    # it were the whole session, and with --force the file it replaced was already gone.
-    try:
-        with written_whole(out) as partial:
-            pipe, report = ingest(imp, partial, window=window, provider=provider, model=model)
-            pipe.close()
-            if pipe.recording_error is not None:
-                # The pipeline keeps an agent going when its recording fails (and warns); an import's only
-                # product is the recording, so a short one is an error.
-                cause = pipe.recording_error.__cause__
-                why = cause.strerror if isinstance(cause, OSError) and cause.strerror else pipe.recording_error
-                raise ContextPipeError(f"cannot write {out} ({why}): nothing was imported")
-    except ContextPipeError as exc:
-        fail(str(exc))
-    except KeyboardInterrupt:
-        kept = f"; {out} is as it was" if out.exists() else ""
-        fail(f"interrupted: nothing imported{kept}", 130)
-    except OSError as exc:
-        fail(f"cannot write {out}: {exc.strerror or exc}")
-    typer.echo(f"wrote {out}: {counted(report.turns, 'turn')} from {imp.format} ({out.stat().st_size / 1024:.0f} KiB)")
-    notes = [*imp.meta.get("notes", []), *report.notes]
-    if model is None and imp.model == "unknown":
-        # Said here, not first by simulate's price lookup, which refuses 'unknown' a step later.
-        unnamed = "the source names no model: recorded as 'unknown'; import with --model NAME to price it"
-        notes.insert(0, unnamed)
-    elif _unpriced(model or imp.model):
-        # A mistyped --model (claude-sonet-4) was recorded without a word; report then skipped the session.
-        notes.insert(0, f"model {model or imp.model!r} has no price: report and simulate price it only with "
-                        "--model KNOWN_MODEL (or --prices FILE holding its row)")
-    for note in notes[:5]:
-        typer.echo(f"  note: {note}")
-    if len(notes) > 5:  # cut at five without a word, the rest of what was repaired or skipped went unsaid
-        typer.echo(f"  ... and {len(notes) - 5} more notes of the same kinds")
-
-
-def _unpriced(model: str) -> bool:
-    """Whether the price table report and simulate read by default has no row for `model`."""
-    from engine.sim.pricing import UnknownModelError, load_prices
-
-    try:
-        load_prices().get(model)
-    except UnknownModelError:
-        return True
-    except ContextPipeError:
-        return False  # the table itself cannot be read: report and simulate say so when they need it
-    return False
-
-
-def _list_conversations(fmt: str, src: Path) -> None:
-    """import --list: the file's conversations, numbered as --conversation takes them."""
-    from engine.importers import conversation_list
-
-    listing = conversation_list(_load_or_fail(fmt, src))
-    typer.echo(f"{src}: {counted(len(listing), 'conversation')}")
-    for line in listing:
-        typer.echo(f"  {line}")
-
-
-def _load_or_fail(fmt: str, src: Path, **options: Any) -> Any:
-    """The importer's load of `src`, its refusals said as import says them (one line and an exit code);
-    a NoSuchConversation (only a load given a conversation raises it) is left to the caller, which words it."""
-    from engine.importers import NoSuchConversation, load
-    from engine.importers.model import ImportFormatError
-
-    if _is_recording(src):  # "not a trajectory in any known format: is not UTF-8 text (byte 4)" before
-        fail(f"{src} is already a recording: replay, explain, simulate and verify take it as it is", 2)
-    try:
-        return load(src, None if fmt == "auto" else fmt, **options)
-    except NoSuchConversation:
-        raise  # (an ImportFormatError too: the caller words it)
-    except ImportFormatError as exc:
-        fail(str(exc))
-    except ValueError as exc:
-        fail(str(exc), 2)
-    except PermissionError:
-        from engine.access import denied
-
-        fail(f"cannot read {src}: {denied(src)}")
-    except OSError as exc:
-        fail(f"cannot read {src}: {exc.strerror or exc}")
-
-
-def _is_recording(path: Path) -> bool:
-    if not path.is_file():  # a FIFO would block this open (the import's own read says what it is)
-        return False
-    try:
-        with path.open("rb") as f:
-            head = f.read(64)
-    except OSError:
-        return False  # said by the import's own read
-    return b"@header" in head and b"cpsession" in head
-
-
-def _check_plan_options(window: int | None, provider: str | None) -> None:
-    """import's --window and --provider, refused before any work: --window 0 was read as no window (the
-    default), a negative or huge one failed as exit 1 after reading the file, and an unknown provider
-    was replaced by openai without a word."""
-    from engine.errors import ConfigError
-    from engine.providers import canonical_provider
-
-    check_window(window)
-    if provider is not None:
-        try:
-            canonical_provider(provider)
-        except ConfigError as exc:
-            fail(f"--provider: {exc}", 2)
+app.command("import")(import_)
 
 
 # ------------------------------------------------------------------ TUI entry points
-
-
 
 
 @app.command(context_settings=ONE_FILE)
@@ -475,8 +298,6 @@ def _save_received(src: Any, record: Path) -> None:
         check = f" (`cp-inspect verify {record}` shows what it holds)" if record.is_file() else ""
         fail(f"could not save the attached session: {why}{check}")
     typer.echo(f"saved {counted(len(src.events), 'event')} to {record}")
-
-
 
 
 def _save_on_termination() -> dict[int, Any]:
@@ -649,4 +470,3 @@ for _info in app.registered_commands:
 
 if __name__ == "__main__":
     app()
-
