@@ -16,7 +16,7 @@ CHILD = """
 import resource, signal, sys
 from pathlib import Path
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-from inspector.cli import _save_received
+from inspector.attach_cli import _save_received
 from inspector.sources.file import FileSource
 src = FileSource(Path(sys.argv[1]))
 src.events  # loaded before the limit, as attach has them in memory

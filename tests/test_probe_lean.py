@@ -791,11 +791,13 @@ def test_attach_with_record_keeps_every_turn_of_an_agent_that_exits_during_a_bur
             if isinstance(ev, Disconnected):
                 return
 
+    import inspector.attach_cli as attach_cli
     import inspector.attach_command as attach_command
 
     # Without --record the typer command hands a plain attach to attach_command (the console script's
-    # typer-free path), which runs the app through run_live, not cli._run_app: both get the headless reader.
-    monkeypatch.setattr(cli, "_run_app", headless)
+    # typer-free path), which runs the app through run_live, not attach_cli._run_app: both get the
+    # headless reader.
+    monkeypatch.setattr(attach_cli, "_run_app", headless)
     monkeypatch.setattr(attach_command, "run_live", headless)
     out = tmp_path / "attached.cpsession"
     handlers = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
