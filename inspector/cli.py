@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,30 +10,25 @@ from typing import Annotated, Any
 import typer
 from typer.models import CommandInfo
 
-from engine.errors import ContextPipeError
-
 from . import fleet_cli, replay_command
 from .attach_cli import attach
 from .cli_common import (
     GateOpt,
     ThemeOpt,
     ThresholdOpt,
-    _check_new_recording,
-    _run_app,
     fail,
-    need_terminal,
 )
 
 # explain's work lives in cli_explain.py (typer-free, for cli_argv.py); its names stay reachable here.
 from .cli_explain import _DAMAGED, _DISAGREE, _explain_once, _explain_streamed, load_events  # noqa: F401
 from .ctx_cli import ctx_app, eval_command
+from .demo_cli import demo
 from .diff_cli import diff, forks
 from .entry import hold_closed_stdout, output_failed, run_plain_command
 from .import_cli import import_
 from .missing_param import OneLineMissing
-from .proxy_cli import agent_ended, proxy, run
+from .proxy_cli import proxy, run
 from .simulate_cli import simulate
-from .token_arg import number_option
 
 
 class CommandLine(typer.Typer):
@@ -240,93 +234,7 @@ def replay(
 app.command()(attach)
 
 
-@app.command()
-def demo(
-    no_tui: Annotated[
-        bool,
-        typer.Option(
-            "--no-tui", help="Run the demo agent headless (printing each turn), attachable with ps/attach."
-        ),
-    ] = False,
-    turns: Annotated[int, typer.Option(
-        parser=number_option("--turns", "a number of turns, e.g. 30"), help="Stop the demo agent after this many turns.")] = 40,
-    record: Annotated[Path | None, typer.Option(
-        help="Keep the recording here (a new file).", readable=False)] = None,
-    delay: Annotated[float, typer.Option(
-        parser=number_option("--delay", "seconds, e.g. 0.5", float), help="Seconds between the agent's turns.")] = 1.5,
-    theme: ThemeOpt = None,
-) -> None:
-    """Start the scripted demo agent (probe + recording on) and attach the inspector to it.
-
-    \b
-    Examples:
-      cp-inspect demo
-      cp-inspect demo --no-tui --turns 30 --delay 0 --record demo.cpsession
-    """
-    import subprocess
-    import tempfile
-
-    if turns < 1:
-        fail(f"--turns must be at least 1 (got {turns})", 2)
-    if not 0 <= delay <= 3600:  # a huge one overflowed the agent's sleep: a traceback from the child
-        fail(f"--delay must be between 0 and 3600 seconds (got {delay:g})", 2)
-    if record is not None:
-        _check_new_recording(record, "demo.cpsession")
-    if not no_tui:  # before the agent is started
-        need_terminal("demo", "or `cp-inspect demo --no-tui` to run the agent headless")
-        # The inspector attaches through the probe: a runtime directory it may not use (another user's, or
-        # one others may write) ran the whole agent without one, then said "the agent (pid N) exited with
-        # code 0" over the agent's own warning.
-        from engine.probe.runtime_dir import ProbeError, ensure_runtime_dir
-
-        try:
-            ensure_runtime_dir()
-        except ProbeError as exc:
-            fail(str(exc))
-    rec = record or Path(tempfile.mkdtemp(prefix="cp-demo-")) / "demo.cpsession"
-    cmd = [
-        sys.executable, "-m", "inspector.demo_agent", "--turns", str(turns), "--record", str(rec),
-        "--delay", str(delay), "--serve", "--parent-pid", str(os.getpid()),
-    ]
-    env = {**os.environ, "CONTEXTPIPE_SERVE": "1"}
-    if no_tui:
-        child = subprocess.Popen(cmd + ["--print"], env=env)
-        typer.echo(
-            f"demo agent pid {child.pid}, recording to {rec}\n"
-            f"  watch it from another terminal: cp-inspect attach {child.pid}   (or cp-inspect ps)"
-        )
-        try:
-            code = child.wait()
-        except KeyboardInterrupt:
-            # Ctrl-C reached the agent too (the terminal's process group) or only us: either way the
-            # run was interrupted, exit 130 as every command does (it was the agent's -2 or 143).
-            child.terminate()
-            child.wait(10)
-            code = 130
-        typer.echo(f"recording kept at {rec} (replay it with: cp-inspect replay {rec})")
-        raise typer.Exit(code)
-    # The agent's stderr goes to a file, not a pipe: a pipe nobody reads while the TUI runs would fill
-    # up and block the agent.
-    log = rec.with_suffix(".log")
-    with log.open("wb") as err_file:
-        child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file)
-    from inspector.sources.live import LiveSource
-
-    try:
-        src = LiveSource.when_serving(child)
-    except ContextPipeError as exc:
-        if child.poll() is None:
-            child.kill()
-        err = log.read_text(errors="replace") if log.exists() else ""
-        fail(f"{exc}\n{err[-400:]}")
-    src.header["recording"] = str(rec)
-    try:
-        _run_app(src, theme, agent_ended=lambda: agent_ended(child, log))
-    finally:
-        if child.poll() is None:
-            child.terminate()
-            child.wait(5)
-    typer.echo(f"recording kept at {rec} (replay it with: cp-inspect replay {rec})")
+app.command()(demo)
 
 
 # Command groups that live in their own modules: the context store's `ctx` and `eval`, and `simulate`.
