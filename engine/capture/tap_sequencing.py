@@ -11,6 +11,7 @@ from typing import Any
 from engine.capture.tap_call import CutShort, TapCall, TapError, _caller
 from engine.capture.tap_steps import TapSteps
 from engine.capture.tap_streams import plain
+from engine.errors import ContextPipeError
 from engine.feedback import normalize_usage, reply_diagnostics
 
 DIAG_KIND = "tap_error"
@@ -116,7 +117,10 @@ class TapSequencing(TapSteps):
         if kind == "failed":
             text = str(payload)
             if isinstance(payload, CutShort):
-                evs.append(self._late_usage(call, payload.usage, {}))
+                try:
+                    evs.append(self._late_usage(call, payload.usage, {}))
+                except ContextPipeError as exc:  # usage the journal cannot read: the failure still said
+                    self.note_error(f"late: {type(exc).__name__}: {exc}")
             ev = {
                 "k": "error",
                 "turn": call.turn,
@@ -149,7 +153,8 @@ class TapSequencing(TapSteps):
     def failed(self, exc: BaseException | str) -> None:
         assert self.pipe is not None
         if isinstance(exc, CutShort):  # what the stream said the call used, then why it failed
-            self._usage(exc.usage, {})
+            # (guarded on its own: usage the journal cannot read is a tap error; the failure is still said)
+            self.guard(self._usage, exc.usage, {})
         text = str(exc)
         self.pipe.record_error(_error_kind(text), text)
 

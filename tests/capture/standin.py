@@ -10,6 +10,7 @@ Behaviour by model name, for the bad-input tests:
                               overloaded), with `retry-after` when StandIn.retry_after is set
     *-malformed               a stream with a non-JSON event and no terminator
     *-slow                    the stream's events 0.2 s apart (for client disconnects)
+    *-badusage-*              (Anthropic, streamed) message_start's usage has `"input_tokens": "many"`
     *-cut                     the stream stops mid-way and the connection is dropped
     *-reset                   the same, the connection reset (RST) as a crashed server or a middlebox does
     *-overloaded              the stream breaks off after 3 events with the API's own error event
@@ -282,6 +283,8 @@ class StandIn:
 
     def anthropic_stream(self, model: str, text: str) -> list[bytes]:
         start_usage = {**usage_anthropic(), "output_tokens": 1}
+        if "-badusage" in model:  # a message_start whose usage the journal cannot read
+            start_usage["input_tokens"] = "many"
         msg = {
             **self.anthropic_message(model, text),
             "content": [],

@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from engine.capture.tap import tap
-from tests.capture.conftest import Proxied, errors, usages, verify_ok
+from tests.capture.conftest import Proxied, errors, events_of, usages, verify_ok
 from tests.capture.standin import USAGE_ANTHROPIC, StandIn
 
 SYSTEM = "You are a careful coding agent."
@@ -127,3 +127,23 @@ def test_a_cut_chat_stream_had_no_usage_and_is_journaled_without(proxied: Proxie
     (path,) = proxied.finish()
     assert usages(path) == []
     assert [e["kind"] for e in errors(path)] == ["incomplete_stream"]
+
+
+def test_usage_the_journal_cannot_read_leaves_the_failure_said(proxied: Proxied, standin: StandIn) -> None:
+    # A cut stream whose message_start usage is not a count: the usage is a tap error (counted, a diag
+    # event), the call's failure is still journaled under its turn, and the recording still verifies.
+    client = anthropic.Anthropic(base_url=proxied.url, api_key="sk-ant-test", max_retries=0)
+    common: dict[str, Any] = {"max_tokens": 256, "system": SYSTEM}
+    client.messages.create(model="claude-sonnet-4", messages=_messages(0), **common)  # type: ignore[call-overload]
+    # (the SDK passes its transport's error on as it is: "peer closed connection ...")
+    with pytest.raises(Exception, match="closed connection"):  # noqa: B017, PT011
+        for _ in client.messages.create(  # type: ignore[call-overload]
+            model="claude-sonnet-4-badusage-cut", messages=_messages(1), stream=True, **common
+        ):
+            pass
+    (path,) = proxied.finish()
+    assert len(usages(path)) == 1
+    assert [(e["turn"], e["kind"]) for e in errors(path)] == [(1, "incomplete_stream")]
+    diags = [e for e in events_of(path) if e["k"] == "diag"]
+    assert diags and "UsageFormatError" in diags[0]["message"], diags
+    assert verify_ok(path) == 2
