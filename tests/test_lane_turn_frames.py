@@ -126,7 +126,7 @@ def test_tail_moved_compares_the_sections_before_the_history_by_identity() -> No
     # object of the turn that placed them: an equal copy is not enough (the rule is run then).
     from types import SimpleNamespace
 
-    from engine import pipeline_express as ex
+    from engine import pipeline_express_marks as ex
     from engine.assembly import Section
     from engine.types import CacheScope, Priority, SectionKind
 
