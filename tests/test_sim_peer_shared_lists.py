@@ -223,22 +223,29 @@ def test_clear_tool_uses_windows_are_the_blocks_of_the_newest_rounds_of_the_clea
 def test_clear_tool_uses_says_how_much_of_its_last_request_it_kept(markers: bool, window: int) -> None:
     """PeerRequest.same, as simulate takes it (_said_shared), is the shared prefix simulate finds by
     comparing the two requests (_shared_len), every turn; and it is said on the turns that clear one
-    more result of the whole conversation (they were compared over their whole length, several times)."""
+    more result of the whole conversation (they were compared over their whole length, several times),
+    and on every turn whose window moved (its stretch starts elsewhere in the last request: simulate
+    compared the two ~4,800-Block Windows to find they part after the system Blocks)."""
     from engine.sim.simulate import _said_shared, _shared_len
 
     history = HistoryBlocks()
     p = ClearToolUses(trigger=500)
     prev: list[Block] = []
-    said = 0
+    said = moved = moved_said = 0
     for k, msgs in enumerate(tool_rounds(200, 900)):
         got = p.request(TurnView(k, SYSTEM, msgs, window, int(window * 0.9), markers, M, history))
         assert _said_shared(prev, got.blocks, got.same) == _shared_len(prev, got.blocks)
         if got.same is not None:
             said += 1
             assert got.same == _shared_len(prev, got.blocks)
+        if got.stretch is not None and got.stretch[0] != got.stretch[1]:
+            moved += 1
+            moved_said += got.same is not None
         prev = got.blocks
     if window > 100_000:
         assert said >= 190, said
+    else:
+        assert moved > 100 and moved_said == moved, (moved, moved_said)
 
 
 @pytest.mark.parametrize("markers", [False, True])
