@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import ContextPipeError
 
 from .cli_output import echo
-from .recording_open import fail
+from .recording_open import fail, file_head, starts_a_recording, starts_json
 from .token_arg import tokens_option
 
 if TYPE_CHECKING:
@@ -57,14 +57,12 @@ def _open(db: Path, *, create: bool = True, importing: Path | None = None) -> Co
 
 def _not_a_store(db: Path) -> str | None:
     """What `db` is when it is a recording or a JSON trajectory rather than a store (None otherwise)."""
-    try:
-        with db.open("rb") as f:
-            head = f.read(64)
-    except OSError:
+    head = file_head(db)
+    if head is None:
         return None  # missing (a new store) or unreadable: the store's own open says so
-    if b"@header" in head and b"cpsession" in head:
+    if starts_a_recording(head):
         return "a .cpsession recording"
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"[")):
+    if starts_json(head):
         return "JSON (a trajectory or log?)"
     return None
 

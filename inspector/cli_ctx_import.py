@@ -18,7 +18,7 @@ from engine.wording import counted
 
 from .cli_ctx import _open, _retry
 from .cli_output import echo
-from .recording_open import fail, missing
+from .recording_open import fail, file_head, missing, starts_a_recording
 
 if TYPE_CHECKING:
     from engine.store import ContextStore
@@ -58,12 +58,8 @@ def import_(db: Path, file: Path, format: str | None, again: bool) -> None:
 def _is_recording(file: Path) -> bool:
     if file.suffix == ".cpsession":
         return True
-    try:
-        with file.open("rb") as f:
-            head = f.read(64)
-    except OSError:
-        return False
-    return b"@header" in head and b"cpsession" in head
+    head = file_head(file)
+    return head is not None and starts_a_recording(head)
 
 
 def _refuse_twice(store: ContextStore, db: Path, file: Path, again: bool) -> str:

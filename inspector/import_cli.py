@@ -15,6 +15,7 @@ from engine.errors import ContextPipeError
 from engine.wording import counted
 
 from .cli_common import check_window, fail
+from .recording_open import file_head, starts_a_recording
 from .token_arg import number_option, tokens_option
 
 
@@ -211,12 +212,8 @@ def _load_or_fail(fmt: str, src: Path, **options: Any) -> Any:
 def _is_recording(path: Path) -> bool:
     if not path.is_file():  # a FIFO would block this open (the import's own read says what it is)
         return False
-    try:
-        with path.open("rb") as f:
-            head = f.read(64)
-    except OSError:
-        return False  # said by the import's own read
-    return b"@header" in head and b"cpsession" in head
+    head = file_head(path)  # (None: said by the import's own read)
+    return head is not None and starts_a_recording(head)
 
 
 def _check_plan_options(window: int | None, provider: str | None) -> None:

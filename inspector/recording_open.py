@@ -77,17 +77,15 @@ def trajectory_hint(path: Path) -> str | None:
     length 2065850658 exceeds the limit'."""
     if not path.is_file():
         return None  # a FIFO would block this open until something writes to it (the reader refuses it)
-    try:
-        with path.open("rb") as f:
-            head = f.read(64)
-    except OSError:
+    head = file_head(path)
+    if head is None:
         return None
     if head.startswith(SQLITE_MAGIC):
         return (
             f"{path} is a SQLite database (a context store?), not a .cpsession recording: "
             f"`cp-inspect ctx get --db {path} --budget 12k` reads a store"
         )
-    if not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"[")):
+    if not starts_json(head):
         return None
     return (
         f"{path} is JSON, not a .cpsession recording: if it is an agent's trajectory or a proxy log, "
@@ -97,6 +95,26 @@ def trajectory_hint(path: Path) -> str | None:
 
 # The first 16 bytes of every SQLite database file (the context store is one).
 SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def file_head(path: Path) -> bytes | None:
+    """A file's first 64 bytes, enough to tell what it is (None when it cannot be read: the caller's own
+    open says why). Not for a FIFO: the open waits for a writer (check is_file() first where one may come)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(64)
+    except OSError:
+        return None
+
+
+def starts_a_recording(head: bytes) -> bool:
+    """Whether a file's first bytes (file_head) are a .cpsession recording's header frame."""
+    return b"@header" in head and b"cpsession" in head
+
+
+def starts_json(head: bytes) -> bool:
+    """Whether a file's first bytes start JSON (a trajectory or a proxy log), past a BOM and white space."""
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith((b"{", b"["))
 
 
 def salvage_advice(path: object) -> str:
