@@ -832,6 +832,9 @@ class InspectorApp(App[None]):
             unread = f"; {scan.unreadable} turns could not be read" if scan.unreadable else ""
             self._search_bar(f"not found in what {where} sent{unread}")
             return
+        # Wrapped all the way round to the turn it started from: there is no other (`f` at the only change
+        # said the same "search wrapped to turn 0 · turn 0: ..." again and again, as if it had moved).
+        only = message.wrapped and change.index == self.index and message.scanned == len(self.timeline)
         self._go(self.timeline.go(change.index))
         if change.kind != LEAVES:
             self._manifest.select(change.section)
@@ -839,6 +842,10 @@ class InspectorApp(App[None]):
             trace = self.timeline.traces[change.index]
             self._viewer.reveal_when_shown(f"{change.section} · turn {trace['turn']} ·")
         wrapped = ""
+        if only:
+            self._search_bar(f"turn {change.turn:,} is the only turn it enters or leaves the prompt: "
+                             f"{describe(change, scan.query)}  ·  Esc clears")
+            return
         if message.wrapped:  # as `less` says it: the end was met, the search went on from the other end
             end = self.timeline.traces[0 if message.direction > 0 else message.scanned - 1]["turn"]
             wrapped = f"search wrapped to turn {end:,}  ·  "

@@ -203,6 +203,24 @@ async def test_a_search_that_meets_the_end_wraps_as_less_does() -> None:
         assert turn(app) == 11 and bar(app) == "/zqxjw  not found in what turns 0–39 sent", bar(app)
 
 
+async def test_f_at_the_only_change_says_it_is_the_only_one() -> None:
+    """'permissions' enters the demo's prompt at turn 0 and never leaves it: `f` there wrapped round to
+    turn 0 again and said "search wrapped to turn 0 · turn 0: ..." each time, as if it had moved."""
+    app = InspectorApp(FileSource(DEMO), theme="cp-dark", start_turn=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await search(pilot, "permissions")
+        await settle(pilot)
+        assert turn(app) == 0 and "turn 0: 'permissions' enters the prompt in latches" in bar(app), bar(app)
+        for key in ("f", "F"):
+            await pilot.press(key)
+            await settle(pilot)
+            assert turn(app) == 0 and bar(app) == (
+                "/permissions  turn 0 is the only turn it enters or leaves the prompt: 'permissions' enters "
+                "the prompt in latches  ·  Esc clears"
+            ), bar(app)
+
+
 async def test_live_a_search_at_the_newest_turn_wraps_to_the_first_change() -> None:
     """Following a live agent (the newest turn shown), `/` found nothing: every change is behind it."""
     app = InspectorApp(SyntheticSource(20, live=True), theme="cp-dark")
