@@ -410,9 +410,11 @@ class InspectorApp(App[None]):
 
     @on(TurnsReceived)
     def _turns_received(self, message: TurnsReceived) -> None:
-        if self._viewer is None or not self._viewer.is_attached:
+        if self._viewer is None or not self.is_running or not self._viewer.is_attached:
             # The app is closing (its screens are pruned before its messages stop): turns the reader
-            # posted meanwhile have nothing to go to (a query for the panels raised NoMatches).
+            # posted meanwhile have nothing to go to (a query for the panels raised NoMatches). Shutdown
+            # marks the app not running first, then prunes the widgets in no fixed order: the viewer
+            # could still be attached with the Alerts panel gone (tests/tui/test_shutdown_turns.py).
             return
         view, timeline = self.view, self.view.timeline
         first = len(timeline)
