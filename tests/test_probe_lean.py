@@ -568,14 +568,17 @@ def test_an_exiting_agent_keeps_sending_while_the_inspector_keeps_reading(
     """An agent that never paused leaves an elided inspector owed most of its journal and every trace
     (it fetches in the background only while the agent is quiet): ~1.3 MB here, far more than the socket
     holds. The exiting probe keeps sending as long as the inspector keeps taking it: here one that
-    spends ~0.2 s on each 256 KB it reads, ~1 s in all, which a flush bounded by FLUSH_ON_CLOSE alone
-    cut short (on a loaded machine a save after an 800-turn demo agent exited missed ~40% of it).
-    FLUSH_ON_CLOSE and FLUSH_MAX are pinned so that only the rule is tested, not this machine's speed."""
+    spends ~0.8 s on each 256 KB it reads, ~4 s in all, which a flush bounded by FLUSH_ON_CLOSE alone
+    (pinned to 2 s) cut short (on a loaded machine a save after an 800-turn demo agent exited missed ~40%
+    of it). FLUSH_ON_CLOSE and FLUSH_MAX are pinned so that only the rule is tested, not this machine's
+    speed, and each gulp leaves FLUSH_ON_CLOSE 1.2 s to spare for the decoding and the scheduling: with
+    0.5 s and ~0.2 s a gulp (0.3 s spare) the test failed 3 runs of 6 pinned to one core beside two CPU
+    hogs (the probe's thread and the reader share this process, starved to a third of a core)."""
     from engine.probe import loop
     from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
 
-    monkeypatch.setattr(loop, "FLUSH_ON_CLOSE", 0.5)
+    monkeypatch.setattr(loop, "FLUSH_ON_CLOSE", 2.0)
     monkeypatch.setattr(loop, "FLUSH_MAX", 30.0, raising=False)
     pipe = serving_pipeline(monkeypatch, rtdir)
     closing = threading.Event()
@@ -585,8 +588,8 @@ def test_an_exiting_agent_keeps_sending_while_the_inspector_keeps_reading(
 
         def slow_recv_at(timeout: float | None = None) -> Any:
             ev, at = recv_at(timeout)
-            if closing.is_set() and ev is not None:  # ~0.2 s per 256 KB read: 70 KB journal frames, 2.6 KB traces
-                time.sleep({"journal": 0.05, "trace": 0.002}.get(ev.get("k"), 0.0))
+            if closing.is_set() and ev is not None:  # ~0.8 s per 256 KB read: 70 KB journal frames, 2.6 KB traces
+                time.sleep({"journal": 0.2, "trace": 0.008}.get(ev.get("k"), 0.0))
             return ev, at
 
         src.client.recv_at = slow_recv_at  # type: ignore[method-assign]
