@@ -8,6 +8,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,38 @@ def test_the_logs_last_line_says_how_ci_ended(
     )
     assert out.returncode == rc, out.stdout + out.stderr
     assert out.stdout.splitlines()[-1] == last, out.stdout
+
+
+def test_a_stuck_test_prints_where_it_is(tmp_path: Path) -> None:
+    """The suite's own configuration (pyproject.toml) has pytest print every thread's stack when a test
+    runs past faulthandler_timeout: a CI log that ends in a hang names the test and the line. Here a
+    test that sleeps past a timeout lowered to 1 s, run under the project's configuration."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert 300 <= config["faulthandler_timeout"] <= 1800
+    (tmp_path / "test_stuck.py").write_text("import time\n\ndef test_stuck():\n    time.sleep(3)\n")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "--rootdir",
+            str(tmp_path),
+            "-o",
+            "faulthandler_timeout=1",
+            str(tmp_path / "test_stuck.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Timeout (0:00:01)!" in out.stderr, out.stderr
+    assert 'test_stuck.py", line 4 in test_stuck' in out.stderr, out.stderr
