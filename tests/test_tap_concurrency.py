@@ -262,10 +262,10 @@ async def test_a_cancelled_call_ends_its_turn_and_holds_no_one(upstream: StandIn
     assert t.stats.journaled == 5 and t._open_call is None and not t._waiting  # nothing held back
     t.close()
     ev = _check(rec, 5)
-    errs = {e["turn"]: e["message"] for e in ev if e["k"] == "error"}
+    errs = {e["turn"]: (e["kind"], e["message"]) for e in ev if e["k"] == "error"}
     assert errs == {
-        0: "incomplete_stream: stream cancelled: the agent stopped reading it (CancelledError)",
-        3: "cancelled: the agent stopped waiting for the call (CancelledError)",
+        0: ("incomplete_stream", "stream cancelled: the agent stopped reading it (CancelledError)"),
+        3: ("error", "cancelled: the agent stopped waiting for the call (CancelledError)"),
     }
     assert sorted(_usages(ev)) == [1, 2, 4]
 

@@ -21,6 +21,14 @@ DIAG_KIND = "tap_error"
 MAX_HELD = 8
 
 
+def _kind_and_message(text: str) -> tuple[str, str]:
+    """A failed call's (kind, message): the message without the kind it starts with. The trace says a
+    failure as "{kind}: {message}" (explain's "call failed: ...", the inspector's error line, the span's
+    status), and said it twice ("incomplete_stream: incomplete_stream: the agent disconnected ...")."""
+    kind = _error_kind(text)
+    return kind, text[len(kind) + 2 :] if text.startswith(kind + ": ") else text
+
+
 def _error_kind(text: str) -> str:
     low = text.lower()
     if "too long" in low or "context_length" in low:
@@ -121,11 +129,12 @@ class TapSequencing(TapSteps):
                     evs.append(self._late_usage(call, payload.usage, {}))
                 except ContextPipeError as exc:  # usage the journal cannot read: the failure still said
                     self.note_error(f"late: {type(exc).__name__}: {exc}")
+            kind, message = _kind_and_message(text)
             ev = {
                 "k": "error",
                 "turn": call.turn,
-                "kind": _error_kind(text),
-                "message": text[:2000],
+                "kind": kind,
+                "message": message[:2000],
                 "time": self.clock(),
             }
         else:
@@ -138,7 +147,7 @@ class TapSequencing(TapSteps):
                 self.stats.streams_without_usage += 1
                 return
             ev = self._late_usage(call, data["usage"], data)
-        for e in [*evs, ev]:
+        for e in [ev, *evs]:  # (the error, then the usage its stream reported: as failed() has them)
             self.pipe.fold(e)
             self.pipe.journal.append(e)
 
@@ -152,11 +161,13 @@ class TapSequencing(TapSteps):
 
     def failed(self, exc: BaseException | str) -> None:
         assert self.pipe is not None
-        if isinstance(exc, CutShort):  # what the stream said the call used, then why it failed
-            # (guarded on its own: usage the journal cannot read is a tap error; the failure is still said)
+        self.pipe.record_error(*_kind_and_message(str(exc)))
+        if isinstance(exc, CutShort):  # and what the stream said the call used
+            # After the error: the turn's trace takes the first outcome it is told (explain's "call
+            # failed", the inspector's error line); the usage event after it is the turn's all the same
+            # (cost, cache figures, the span), as a late outcome's is. Guarded on its own: usage the
+            # journal cannot read is a tap error, the failure already said.
             self.guard(self._usage, exc.usage, {})
-        text = str(exc)
-        self.pipe.record_error(_error_kind(text), text)
 
     def guard(self, step: Callable[..., None], *args: Any) -> bool:
         """Run one tap step; a failure is counted and journaled, never raised. True if it worked."""

@@ -159,7 +159,7 @@ class TapSteps(TapConversations):
                 # wait on): this is not the reply, only its ticket, so the turn says its outcome is unseen.
                 self.pipe.record_error(
                     "unobserved",
-                    f"unobserved: the background response {data.get('id')} was {data.get('status')} when "
+                    f"the background response {data.get('id')} was {data.get('status')} when "
                     "create() returned; its outcome was not seen (fetch it with responses.retrieve, or "
                     "record through the proxy)",
                 )
@@ -167,10 +167,11 @@ class TapSteps(TapConversations):
             if data.get("status") == "failed":
                 # A non-streamed failed reply comes with HTTP 200 (the SDK raises nothing): the model's
                 # own failure, journaled in the API's words (its error's code and message) as the
-                # streamed `response.failed` is, not as the bare error object. Usage first, if billed.
+                # streamed `response.failed` is, not as the bare error object. Then its usage, if billed
+                # (after: the turn's trace takes the first outcome, and its failure must be what it says).
+                self.pipe.record_error("error", why_failed(data))
                 if raw_usage is not None:
                     self._usage(raw_usage, data)
-                self.pipe.record_error("error", why_failed(data))
                 return
             data = response_to_chat(data)
         rid = data.get("id")

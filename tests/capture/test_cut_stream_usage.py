@@ -12,6 +12,8 @@ tap, against the stand-in."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,10 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from typer.testing import CliRunner
 
 from engine.capture.tap import tap
+from inspector.cli import app
 from tests.capture.conftest import Proxied, errors, events_of, usages, verify_ok
 from tests.capture.standin import USAGE_ANTHROPIC, StandIn
 
@@ -83,13 +87,18 @@ def _check(path: Path, said: str) -> None:
     assert {k: v for k, v in us[1].items()} == STARTED, us[1]
     errs = errors(path)
     assert [(e["turn"], e["kind"]) for e in errs] == [(1, "incomplete_stream")], errs
-    assert said in errs[0]["message"], errs[0]["message"]
+    # (the kind is said once: the trace's "{kind}: {message}" read "incomplete_stream: incomplete_stream: ...")
+    assert re.search(said, errs[0]["message"]) and not errs[0]["message"].startswith("incomplete_stream")
     assert verify_ok(path) == 3
+    # explain says the failure, its kind once (the usage came after it: the trace takes the first outcome)
+    res = CliRunner().invoke(app, ["explain", str(path), "--turn", "1", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["error"] == f"incomplete_stream: {errs[0]['message']}", res.stdout
 
 
 AGENTS: dict[str, tuple[Callable[[anthropic.Anthropic], None], str]] = {
-    "left_early": (_left_early, "incomplete_stream"),
-    "closed_early": (_closed_early, "incomplete_stream"),
+    "left_early": (_left_early, "disconnected|closed before"),
+    "closed_early": (_closed_early, "disconnected|stopped reading"),
     "overloaded": (_overloaded, "overloaded_error"),
 }
 
