@@ -11,7 +11,7 @@ alternate (the order flips every round), and each side's JSON is compared byte f
 (2N / N: linear is ~2).
 
     .venv/bin/python benchmarks/bench_whatif_scaling.py [--turns 750,1500,3000] [--rounds 3]
-        [--ab DIR] [--dir /tmp/whatif_scaling] [--columns]
+        [--ab DIR] [--dir /tmp/whatif_scaling] [--columns | --tenths]
 
 --columns says where the time goes instead (with --ab, for the other code first): per length, the build pass (every
 engine column's requests and the peers' views, one fold of the journal) and each column's simulation
@@ -20,6 +20,9 @@ the mean and largest request in Blocks, and the CPU per call over the first and 
 calls. With the 2N/N ratio of each, it tells a column whose per-call cost follows its request's size (a
 request that grows with the session: ~4x for 2x the turns, with no per-call waste) from one whose
 per-call cost grows with the call's index at a constant request size (work on the whole history a call).
+--tenths prints, per length, each part's CPU per call (the build pass's per turn) over each tenth of
+the session: flat within a phase (a window that filled, DeepSeek's 4 h expiry from turn ~2,880 at 5 s
+a turn) is linear, and a 2N/N above 2 is then the mix of phases, not per-call work that grows.
 
 The recordings are made once per --dir (by this checkout's engine) and reused. What it leaves out: the
 panel's rendering, the worker thread and the reading of a live source; the first run's bytecode
@@ -61,17 +64,29 @@ print(json.dumps({"cpu": cpu, "rss_mb": rss}))
 COLUMNS_CHILD = r"""
 import json, sys, time
 import engine.sim.simulate as S
+from engine.pipeline import Pipeline
 from engine.whatif import Overrides
 from inspector.sources.file import FileSource
 pt = time.process_time
 cols = {}
 build = {}
 sim, bp = S._simulate, S._build_pass
+# The build pass turn by turn: the CPU from one request's fold to the next (its builds and its events).
+stamps = []
+begin = Pipeline.begin_request
+def stamped(self, turn):
+    if build.get("on"):
+        stamps.append(pt())
+    return begin(self, turn)
+Pipeline.begin_request = stamped
 def timed_build(*a, **k):
     t = pt()
+    build["on"] = True
     try:
         return bp(*a, **k)
     finally:
+        build["on"] = False
+        stamps.append(pt())
         build["cpu"] = pt() - t
 def timed(name, reqs, **kw):
     per = []
@@ -92,7 +107,8 @@ S._build_pass, S._simulate = timed_build, timed
 src = FileSource(sys.argv[1])
 t0 = pt()
 src.simulate(Overrides())
-print(json.dumps({"all": pt() - t0, "build": build["cpu"], "cols": cols}))
+turns = [b - a for a, b in zip(stamps, stamps[1:])]
+print(json.dumps({"all": pt() - t0, "build": build["cpu"], "build_turns": turns, "cols": cols}))
 """
 
 
@@ -141,6 +157,24 @@ def columns_report(turns: list[int], folder: Path, code: Path = REPO) -> None:
         print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
 
 
+def tenths_report(turns: list[int], folder: Path, code: Path = REPO) -> None:
+    """Per length, the CPU of each part per call (the build pass: per turn) over each tenth of the
+    session, in us: a part whose per-call cost is flat once a phase of the session has begun (a window
+    that filled, expiry that began) grows linearly, its 2N/N above 2 only by the mix of phases."""
+    for n in turns:
+        got = _columns(code, _recording(folder, n))
+        print(f"{n:,} turns: us a call (the build pass: a turn) by tenth of the session")
+        print("| part | " + " | ".join(str(i + 1) for i in range(10)) + " |")
+        print("|---|" + "---:|" * 10)
+        rows = [("build pass", [[t] for t in got["build_turns"]])]
+        rows += [(name, c["calls"]) for name, c in got["cols"].items()]
+        for name, calls in rows:
+            k = max(1, len(calls) // 10)
+            cells = [1e6 * sum(c[0] for c in calls[i * k : (i + 1) * k]) / k for i in range(10)]
+            print(f"| {name} | " + " | ".join(f"{x:,.0f}" for x in cells) + " |")
+        print()
+
+
 def _recording(folder: Path, turns: int) -> Path:
     path = folder / f"whatif_{turns}.cpsession"
     if not path.exists():
@@ -176,6 +210,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--columns", action="store_true", help="where the time goes, per column (--ab: both sides)"
     )
+    ap.add_argument(
+        "--tenths",
+        action="store_true",
+        help="per column, the CPU a call over each tenth of the session (--ab: both sides)",
+    )
     a = ap.parse_args(argv)
     turns = [int(x) for x in a.turns.split(",") if x]
     if not turns or min(turns) < 1:
@@ -183,11 +222,11 @@ def main(argv: list[str]) -> int:
     if a.ab is not None and not (a.ab / "engine").is_dir():
         ap.error(f"--ab {a.ab}: no engine/ there; give a checkout or a `git archive` of the code to compare")
     a.dir.mkdir(parents=True, exist_ok=True)
-    if a.columns:
+    if a.columns or a.tenths:
         # With --ab, the other code's table first, then this checkout's (one process each, in turn).
         for side, code in ([("base", a.ab.resolve())] if a.ab is not None else []) + [("this", REPO)]:
             print(f"{side}: {code}")
-            columns_report(turns, a.dir, code)
+            (tenths_report if a.tenths else columns_report)(turns, a.dir, code)
             print()
         return 0
     recs = {n: _recording(a.dir, n) for n in turns}
