@@ -47,6 +47,7 @@ from engine.sim.simulate import (
     _Req,
     _simulate,
     cache_rules_for,
+    unbilled,
 )
 from engine.tokens import TokenCounter
 from engine.whatif import GATE_KEYS, THRESHOLD_ALIASES, THRESHOLD_KEYS, Overrides
@@ -364,6 +365,7 @@ def diff_session(
             raise DiffError(f"{sides[side][0].recording or source}: {exc}") from exc
         rules = cache_rules_for(provider, model, ov.provider, price)
         outputs, failed = _outputs_and_failed(sides[side][1])
+        failed = unbilled(failed, outputs)
         figures.append(
             _simulate(
                 sides[side][0].label,

@@ -1501,10 +1501,17 @@ def _simulate_events(
         )
 
     failed, usages = index.usages(read)
+    billed_failures = failed & usages.keys()
+    failed = unbilled(failed, usages)
     if failed:
         # A failed call (server error, prompt too long) is not billed and leaves nothing in the cache.
         notes.append(
             f"{counted(len(failed), 'failed call')} left out of every column: turns {sorted(failed)}"
+        )
+    if billed_failures:
+        notes.append(
+            f"{counted(len(billed_failures), 'failed call')} billed all the same (the provider reported usage "
+            f"before the failure, e.g. a stream cut short) kept in every column: turns {sorted(billed_failures)}"
         )
     outputs: dict[int, int] = {}
     for t, u in usages.items():
@@ -1719,6 +1726,15 @@ def _price_notes(cols: Mapping[str, PolicyFigures | None], table: PriceTable) ->
             seen.add(row.model)
             notes.append(f"{row.model}: {row.note}")
     return notes
+
+
+def unbilled(failed: Iterable[int], usages: Mapping[int, object]) -> set[int]:
+    """Of the turns whose call failed (an `error` event), those the provider did not bill: the ones with no
+    usage. A call that failed before the provider read its prompt (a server error, a prompt too long) has
+    none; one cut after the provider reported its usage (a stream closed early, an error event mid-stream:
+    Anthropic's message_start carries the input and cache figures) was billed and wrote the cache, so it
+    counts in every column as any other call (report's cost then agrees with `top`'s)."""
+    return {t for t in failed if t not in usages}
 
 
 def _failed_and_usages(

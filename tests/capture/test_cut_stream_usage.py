@@ -156,3 +156,29 @@ def test_usage_the_journal_cannot_read_leaves_the_failure_said(proxied: Proxied,
     diags = [e for e in events_of(path) if e["k"] == "diag"]
     assert diags and "UsageFormatError" in diags[0]["message"], diags
     assert verify_ok(path) == 2
+
+
+def test_a_cut_stream_billed_counts_in_simulate_as_top_prices_it(standin: StandIn, tmp_path: Path) -> None:
+    """The cut call was billed (its usage came before the failure), so simulate keeps it in every column:
+    the as-recorded column's cost is what the provider's usage prices to, the figure `top` shows. It left
+    every turn with an error out (report's COST $0.0126 against top's $0.0186 on this session)."""
+    from engine.sim.pricing import usage_cost
+
+    rec = tmp_path / "t.cpsession"
+    client = tap(anthropic.Anthropic(base_url=standin.url, api_key="sk-ant-test", max_retries=0), record=rec)
+    _left_early(client)
+    client.contextpipe_tap.close()  # type: ignore[attr-defined]
+    res = CliRunner().invoke(app, ["simulate", str(rec), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    actual = out["policies"]["actual"]
+    assert actual["calls"] == 3 and out["simulated_turns"] == 3, out
+    priced = [usage_cost("claude-sonnet-4", u) for u in usages(rec)]
+    assert actual["cost_usd"] == pytest.approx(sum(c for c in priced if c is not None), abs=1e-6)
+    assert any("billed all the same" in n and "[1]" in n for n in out["notes"]), out["notes"]
+    assert not any("left out of every column" in n for n in out["notes"]), out["notes"]
+    # diff prices the same turns: the cut call in both sides' figures, as simulate's engine column has it
+    res = CliRunner().invoke(app, ["diff", str(rec), str(rec)])
+    assert res.exit_code == 0, res.output
+    cost = f"${out['policies']['pipeline']['cost_usd']:.4f}"
+    assert f"cost {cost} -> {cost}" in res.stdout, (cost, res.stdout)
