@@ -162,7 +162,7 @@ def proxy(
     typer.echo(f"  Anthropic SDK / Claude Code:  ANTHROPIC_BASE_URL={url}")
     typer.echo(f"  OpenAI SDK / litellm:         OPENAI_BASE_URL={url}/v1")
     typer.echo(f"  DeepSeek (OpenAI-compatible): base URL {url}/deepseek")
-    typer.echo("  (or `cp-inspect run -- your-agent ...` sets these for you)  Ctrl-C stops.")
+    typer.echo(f"  (or `cp-inspect run -- your-agent ...` sets these for you)  {BANNER_END}")
     if state_file is not None:
         _write_state(state_file, {"url": url, "pid": os.getpid(), "record_dir": str(record_dir)})
     stop = _wait_for_signal()
@@ -350,8 +350,32 @@ def run(
         _stop_proxy(px)  # the proxy has its own session: never leave it behind
         raise
     _stop_proxy(px)
-    _summary(state, agent_log if not no_tui else None, code)
+    if not _summary(state, agent_log if not no_tui else None, code):
+        _tidy(proxy_log, record_dir if created else None)
     raise typer.Exit(code)
+
+
+# The proxy's banner ends with this (the proxy command's last line before it serves): what `run` reads its
+# log by.
+BANNER_END = "Ctrl-C stops."
+
+
+def _tidy(proxy_log: Path, made: Path | None) -> None:
+    """A run that recorded nothing: its proxy log goes if it holds only what the proxy always says (the
+    banner, and that it stopped with no session), and the record directory if this run made it and nothing
+    else is in it. Every `cp-inspect run -- true` (or an agent that failed before its first call, or did not
+    read the base URL) left a cpsessions/ directory holding that one log in the directory it ran in."""
+    try:
+        lines = proxy_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return
+    end = next((i for i, line in enumerate(lines) if line.endswith(BANNER_END)), None)
+    if end is None or not all(line.startswith("proxy stopped (") for line in lines[end + 1 :]):
+        return  # it says something more (a call not recorded, a warning): kept
+    proxy_log.unlink(missing_ok=True)
+    if made is not None:
+        with contextlib.suppress(OSError):  # (not empty: the agent's output log, say)
+            made.rmdir()
 
 
 class _Stopped(BaseException):  # BaseException: asyncio and Textual let it out of the event loop
@@ -504,12 +528,13 @@ def _stop_proxy(px: subprocess.Popen[bytes]) -> None:
             px.wait()
 
 
-def _summary(state: Path, agent_log: Path | None, code: int = 0) -> None:
+def _summary(state: Path, agent_log: Path | None, code: int = 0) -> bool:
+    """Say what the run recorded; False if it recorded nothing (or cannot tell: True then)."""
     try:
         info = json.loads(state.read_text())
     except (OSError, json.JSONDecodeError):
         typer.echo("cp-inspect: the proxy left no summary (it may have been killed)", err=True)
-        return
+        return True
     sessions = info.get("sessions") or []
     if not sessions and code > 128 and code - 128 in signal.valid_signals():
         # Ended by a signal (the run's code is 128 + N, as a shell's): Ctrl-C before the first call was
@@ -538,3 +563,4 @@ def _summary(state: Path, agent_log: Path | None, code: int = 0) -> None:
         typer.echo(f"cp-inspect: not recorded: {note}", err=True)
     if agent_log is not None:
         typer.echo(f"cp-inspect: the agent's output is in {agent_log}", err=True)
+    return bool(sessions)

@@ -33,3 +33,18 @@ def test_a_file_that_is_not_executable(tmp_path: Path) -> None:
     script.chmod(0o644)
     r = runner.invoke(app, ["run", "--no-tui", "--record-dir", str(tmp_path / "rec"), "--", str(script)])
     assert r.exit_code == 1 and "not an executable file" in r.output, r.output
+
+
+@pytest.mark.parametrize("agent", [["true"], ["sh", "-c", "exit 3"]])
+def test_a_run_that_recorded_nothing_leaves_nothing(tmp_path: Path, agent: list[str]) -> None:
+    """`cp-inspect run -- true` (an agent that made no model call: failed first, or did not read the base
+    URL) left a record directory holding only the proxy's log of its banner, in the directory it ran in."""
+    rec = tmp_path / "rec"
+    r = runner.invoke(app, ["run", "--no-tui", "--record-dir", str(rec), "--", *agent])
+    assert r.exit_code == (3 if "exit 3" in agent else 0), r.output
+    assert "no model calls went through the proxy" in r.output
+    assert not rec.exists(), list(rec.iterdir())
+    rec.mkdir()  # a record directory that was there before stays, without the log
+    (rec / "kept.cpsession").write_text("")
+    r = runner.invoke(app, ["run", "--no-tui", "--record-dir", str(rec), "--", *agent])
+    assert sorted(p.name for p in rec.iterdir()) == ["kept.cpsession"], r.output
