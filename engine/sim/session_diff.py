@@ -20,11 +20,9 @@ request diff against its previous turn (tool_order, volatile, latch_changed, ...
 
 from __future__ import annotations
 
-import json
-import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import tee
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,12 @@ from engine.providers import canonical_provider
 from engine.recording.journal import Event
 from engine.recording.replay import MALFORMED, Replayer, ReplayError
 from engine.request_diff import RequestDiff, diff_requests, parse_request, with_engine_steps
+from engine.sim.diff_sides import DiffError as DiffError
+from engine.sim.diff_sides import Side
+from engine.sim.diff_sides import parse_side as parse_side
+from engine.sim.diff_text import summary_lines as summary_lines
+from engine.sim.diff_text import to_markdown as to_markdown
+from engine.sim.diff_text import to_text as to_text
 from engine.sim.pricing import PriceTable, load_prices
 from engine.sim.simulate import (
     NO_MODEL_OPTION_FIX,
@@ -50,153 +54,10 @@ from engine.sim.simulate import (
     unbilled,
 )
 from engine.tokens import TokenCounter
-from engine.whatif import GATE_KEYS, THRESHOLD_ALIASES, THRESHOLD_KEYS, Overrides
-from engine.wording import counted, nouned
-
-
-class DiffError(ContextPipeError, ValueError):
-    """A side or a gate could not be understood (says which and what is accepted)."""
-
-
-@dataclass(frozen=True)
-class Side:
-    """One configuration: `overrides` on the recorded settings, or another `recording` of the session."""
-
-    label: str
-    overrides: Overrides = field(default_factory=Overrides)
-    recording: Path | None = None
-
+from engine.whatif import Overrides
+from engine.wording import counted
 
 # ------------------------------------------------------------------------------------------ sides
-
-
-def _table(d: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
-    v = d.get(key)
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping):  # (a string or a number was a traceback in dict())
-        raise DiffError(f"{where}: {key} must be a table of NAME = value, got {v!r}")
-    return dict(v)
-
-
-def _gate_value(v: Any, name: str, where: str) -> bool:
-    """A gate's value in a config file: true/false, or the words the command line takes (on/off...).
-    bool() of any string was True, so `reorder = "off"` turned the gate on."""
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in _ON:
-        return _ON[v.strip().lower()]
-    raise DiffError(f"{where}: gate {name} must be true/false (or on/off), got {v!r}")
-
-
-def _overrides_from(d: Mapping[str, Any], where: str) -> Overrides:
-    known = {"window", "provider", "gates", "thresholds"}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise DiffError(f"{where}: unknown {nouned(len(unknown), 'setting')} {unknown}; known: {sorted(known)}")
-    gates = _table(d, "gates", where)
-    bad = sorted(set(gates) - set(GATE_KEYS))
-    if bad:
-        raise DiffError(f"{where}: unknown {nouned(len(bad), 'gate')} {bad}; known gates: {', '.join(GATE_KEYS)}")
-    on = {k: _gate_value(v, k, where) for k, v in gates.items()}
-    # The short names (trim, compact, prune) as explain and simulate take them.
-    thresholds: dict[str, float] = {}
-    for k, v in _table(d, "thresholds", where).items():
-        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-            raise DiffError(f"{where}: threshold {k} must be a number (a fraction of the window), got {v!r}")
-        try:
-            thresholds[THRESHOLD_ALIASES.get(str(k), str(k))] = float(v)
-        except ValueError:  # (a traceback)
-            raise DiffError(
-                f"{where}: threshold {k} must be a number (a fraction of the window), got {v!r}"
-            ) from None
-    bad = sorted(set(thresholds) - set(THRESHOLD_KEYS))
-    if bad:
-        short = ", ".join(f"{a} ({k})" for a, k in THRESHOLD_ALIASES.items())
-        raise DiffError(
-            f"{where}: unknown {nouned(len(bad), 'threshold')} {bad}; known: {', '.join(THRESHOLD_KEYS)} (or {short})"
-        )
-    provider = d.get("provider")
-    if provider is not None:
-        try:
-            canonical_provider(str(provider))
-        except ConfigError as exc:
-            raise DiffError(f"{where}: {exc}") from exc
-    window = d.get("window")
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
-        raise DiffError(f"{where}: window must be a positive number of tokens, got {window!r}")
-    if window is not None and window > 100_000_000:
-        raise DiffError(f"{where}: window must be between 1 and 100,000,000 tokens, got {window}")
-    return Overrides(window, thresholds or None, on or None, provider or None)
-
-
-_ON = {
-    "on": True,
-    "true": True,
-    "1": True,
-    "yes": True,
-    "off": False,
-    "false": False,
-    "0": False,
-    "no": False,
-}
-
-
-def parse_side(spec: str) -> Side:
-    """A side from the command line: `recorded`; a .cpsession recording; a .toml/.json config file;
-    or inline `key=value` pairs joined by commas: window=64000, provider=openai, gate.NAME=on|off,
-    threshold.NAME=0.7."""
-    s = spec.strip()
-    if s in ("", "recorded", "-"):
-        return Side("recorded")
-    p = Path(s)
-    if p.suffix == ".cpsession":
-        if not p.is_file():
-            raise DiffError(f"{s}: no such recording")
-        return Side(p.name, recording=p)
-    if p.suffix in (".toml", ".json"):
-        if not p.is_file():
-            raise DiffError(f"{s}: no such config file")
-        try:
-            raw = p.read_text()
-            data = tomllib.loads(raw) if p.suffix == ".toml" else json.loads(raw)
-        except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
-            raise DiffError(f"{s}: cannot read the config ({exc})") from exc
-        if not isinstance(data, dict):
-            raise DiffError(f"{s}: a config file holds a table/object of settings")
-        return Side(p.name, _overrides_from(data, s))
-    d: dict[str, Any] = {}
-    for pair in s.split(","):
-        if "=" not in pair:
-            raise DiffError(
-                f"{spec!r} is not a recording, a .toml/.json config or key=value pairs "
-                "(window=N, provider=P, gate.NAME=on|off, threshold.NAME=X)"
-            )
-        k, v = (x.strip() for x in pair.split("=", 1))
-        if k == "window":
-            try:
-                n = int(v)
-            except ValueError:
-                raise DiffError(f"{spec!r}: window must be a whole number of tokens, got {v!r}") from None
-            # Said here with the pair it came from, as simulate's --window says it: window=-3 was called
-            # not a whole number, and window=999999999999 was refused as a 'budget limit'.
-            if not 0 < n <= 100_000_000:
-                raise DiffError(f"{spec!r}: window must be between 1 and 100,000,000 tokens, got {v}")
-            d["window"] = n
-        elif k == "provider":
-            d["provider"] = v
-        elif k.split(".", 1)[0] in ("gate", "gates") and "." in k:
-            if v.lower() not in _ON:
-                raise DiffError(f"{spec!r}: gate value must be on or off, got {v!r}")
-            d.setdefault("gates", {})[k.split(".", 1)[1]] = _ON[v.lower()]
-        elif k.split(".", 1)[0] in ("threshold", "thresholds") and "." in k:
-            try:
-                d.setdefault("thresholds", {})[k.split(".", 1)[1]] = float(v)
-            except ValueError as exc:
-                raise DiffError(f"{spec!r}: threshold value must be a number, got {v!r}") from exc
-        else:
-            raise DiffError(f"{spec!r}: unknown key {k!r} (window, provider, gate.NAME, threshold.NAME)")
-    return Side(s, _overrides_from(d, spec))
 
 
 # ------------------------------------------------------------------------------------------ building
@@ -801,100 +662,3 @@ def _diff_each(
 
 
 # ------------------------------------------------------------------------------------------ reports
-
-
-def to_text(report: DiffReport, *, all_turns: bool = False, limit: int = 40) -> str:
-    tot = report.totals()
-    lines = [
-        f"diff {report.baseline} -> {report.candidate}: {counted(tot['sessions'], 'session')}, "
-        f"{counted(tot['turns'], 'turn')}"
-    ]
-    for s in report.sessions:
-        lines.append("")
-        lines.append(f"{s.source}: {s.differing_turns} of {counted(len(s.turns), 'turn')} send different requests")
-        shown = 0
-        for t in s.turns:
-            if not all_turns and t.first_difference is None and t.new_cache_break is None:
-                continue
-            if shown >= limit:
-                lines.append("  ... (more turns: --all / --json)")
-                break
-            shown += 1
-            a, b = t.sides
-            fd = t.first_difference
-            at = fd and (fd["label"] or fd["section"])  # none for a model change: the whole request
-            where = f"{fd['cause']} at {at + ' ' if at else ''}byte {fd['offset']}" if fd else "identical"
-            lines.append(
-                f"  turn {t.turn:>4}: {where}; prompt tokens {a['tokens']} -> {b['tokens']}; read "
-                f"{a['cache_read_tokens']} -> {b['cache_read_tokens']}; write {a['cache_write_tokens']} -> "
-                f"{b['cache_write_tokens']}; ${a['cost_usd']:.5f} -> ${b['cost_usd']:.5f}"
-                + (f"; NEW CACHE BREAK ({t.new_cache_break})" if t.new_cache_break else "")
-            )
-            if fd and fd["detail"]:
-                lines.append(f"           {fd['detail']}")
-            if a["schema_hash"] != b["schema_hash"]:
-                lines.append(f"           tool schemas {a['schema_hash']} -> {b['schema_hash']}")
-            if a["markers"] != b["markers"]:
-                lines.append(f"           markers {a['markers']} -> {b['markers']}")
-        for n in s.notes:
-            lines.append(f"  note: {n}")
-    lines.append("")
-    lines += summary_lines(report)
-    return "\n".join(lines)
-
-
-def summary_lines(report: DiffReport) -> list[str]:
-    tot = report.totals()
-    c = tot["cost_usd"]
-    pct = tot["cost_change_pct"]
-    hr = tot["cache_hit_rate"]
-    breaks = tot["new_cache_breaks"]
-    return [
-        f"cost ${c[0]:.4f} -> ${c[1]:.4f}" + (f" ({pct:+.2f}%)" if pct is not None else ""),
-        f"cache hit rate {hr[0]:.1%} -> {hr[1]:.1%}",
-        "new cache breaks: " + (", ".join(f"{k} x{v}" for k, v in breaks.items()) if breaks else "none"),
-    ]
-
-
-def to_markdown(report: DiffReport, failures: Sequence[str] = ()) -> str:
-    """A short report for a CI comment."""
-    tot = report.totals()
-    c, hr = tot["cost_usd"], tot["cache_hit_rate"]
-    pct = tot["cost_change_pct"]
-    head = "❌" if failures else "✅"
-    lines = [
-        f"### {head} ContextPipe diff: `{report.baseline}` → `{report.candidate}`",
-        "",
-        f"{counted(tot['sessions'], 'session')}, {counted(tot['turns'], 'turn')}, {tot['differing_turns']} send "
-        "different "
-        "requests.",
-        "",
-        "| | baseline | candidate |",
-        "| --- | ---: | ---: |",
-        f"| cost | ${c[0]:.4f} | ${c[1]:.4f}" + (f" ({pct:+.2f}%)" if pct is not None else "") + " |",
-        f"| cache hit rate | {hr[0]:.1%} | {hr[1]:.1%} |",
-    ]
-    breaks = tot["new_cache_breaks"]
-    lines.append("")
-    if breaks:
-        lines.append("**New cache breaks:** " + ", ".join(f"`{k}` ×{v}" for k, v in breaks.items()))
-        firsts = [(s.source, t) for s in report.sessions for t in s.turns if t.new_cache_break is not None][
-            :5
-        ]
-        for src, t in firsts:
-            own = t.sides[1]["own_diff"] or {}
-            lines.append(
-                f"- `{Path(src).name}` turn {t.turn}: {own.get('label', '')}: {own.get('detail', '')}"
-            )
-    else:
-        lines.append("No new cache breaks.")
-    for f in failures:
-        lines.append(f"- **failed** {f}")
-    # What the text and JSON say beside the figures (a file cut short, turns only one side has, requests
-    # past the window) bears on reading them in a CI comment too.
-    notes = [(s.source, n) for s in report.sessions for n in s.notes]
-    if notes:
-        lines.append("")
-        lines.append("**Notes:**")
-        lines += [f"- `{Path(src).name}`: {n}" for src, n in notes]
-    return "\n".join(lines)
