@@ -21,6 +21,7 @@ and SIGCONT resumes only after this driver's own SIGTSTP suspend.
 
 from __future__ import annotations
 
+import os
 from typing import IO, Any
 
 from textual.driver import Driver
@@ -78,6 +79,23 @@ class TerminalDriver(LinuxDriver):
         if self._resume_on_cont:
             self._resume_on_cont = False
             super()._sigcont_application(*args)
+
+    def _get_terminal_size(self) -> tuple[int, int]:
+        # Textual asks shutil (COLUMNS and LINES, else stdout's size), and with stdout redirected
+        # (`cp-inspect replay FILE > out.log`, `1<&-`) it got the 80x25 fallback: a 120x40 terminal
+        # showed the app in its top-left corner, the last screen's text beside it. What shutil cannot
+        # tell is the size of the terminal the app draws on: stderr's.
+        import shutil
+
+        columns, lines = shutil.get_terminal_size(fallback=(0, 0))
+        if not (columns and lines):
+            try:
+                size = os.get_terminal_size(2)
+            except (OSError, ValueError):
+                pass
+            else:
+                columns, lines = columns or size.columns, lines or size.lines
+        return columns or 80, lines or 25
 
     @property
     def terminal_gone(self) -> bool:

@@ -151,3 +151,39 @@ def test_the_inspector_apps_run_on_this_driver(tmp_path: Path, monkeypatch: pyte
     monkeypatch.delenv("TEXTUAL_DRIVER", raising=False)  # (a driver named there is Textual's choice)
     assert InspectorApp(SyntheticSource(1)).driver_class is TerminalDriver
     assert TopApp(FleetWatcher(tmp_path)).driver_class is TerminalDriver
+
+
+SIZE_CHILD = """
+import os, sys
+from inspector.terminal_driver import TerminalDriver
+print(*TerminalDriver._get_terminal_size(None), file=sys.stderr)  # (self is not read)
+"""
+
+
+@pytest.mark.parametrize("stdout", ["devnull", "closed", "terminal"])
+def test_the_app_is_sized_by_the_terminal_it_draws_on(stdout: str) -> None:
+    """`cp-inspect replay FILE > out.log` (or `1<&-`): Textual sized its app by stdout's terminal, and with
+    stdout redirected got 80x25 in a 120x40 terminal (the app in its top-left corner, the last screen's
+    text beside it). The size is stderr's now, the terminal the app draws on; COLUMNS/LINES still win."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env["PYTHONPATH"] = str(ROOT)
+    out: int | None = {"devnull": subprocess.DEVNULL, "terminal": slave}.get(stdout)
+    try:
+        for extra, want in (({}, "120 40"), ({"COLUMNS": "100", "LINES": "30"}, "100 30")):
+            child = subprocess.run(
+                [sys.executable, "-c", SIZE_CHILD],
+                stdout=out,
+                stderr=slave,
+                stdin=subprocess.DEVNULL,
+                env={**env, **extra},
+                timeout=60,
+                preexec_fn=(lambda: os.close(1)) if stdout == "closed" else None,
+            )
+            assert child.returncode == 0
+            said = os.read(master, 1000).decode().split()
+            assert " ".join(said[-2:]) == want, (stdout, extra, said)
+    finally:
+        os.close(master)
+        os.close(slave)
