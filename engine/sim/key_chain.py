@@ -485,16 +485,17 @@ class _KeyChain:
         q0 = hn + k - lo  # where the tail starts
         c = s + m - q0 if s <= q0 < s + m else 0  # bt[:c] are the last call's [a + q0 - s : a + m]
         new = bt[c:] if c else bt
+        head = bh[common:hn]
+        htok = list(map(_TOKENS, head))
+        ttok = list(map(_TOKENS, new))
+        if (htok and min(htok) < 0) or (ttok and min(ttok) < 0):
+            return None
+        # (Checked before the run's hashes are read: a call that raises numbers no new hash.)
         par = run_hashes(self._runs, run)
         if not par.ids and type(self.blocks) is Grown and self.blocks.head()[0] is run:
             # The last call was this run's first items (a Grown on it): its ids and sums are theirs.
             par.seed(self.shas, self.raw, self.blocks.head()[1])
         if not par.upto(k, self.ids):
-            return None
-        head = bh[common:hn]
-        htok = list(map(_TOKENS, head))
-        ttok = list(map(_TOKENS, new))
-        if (htok and min(htok) < 0) or (ttok and min(ttok) < 0):
             return None
         hid = self.ids.hashes.__getitem__
         prev_shas, prev_raw, was = self.shas, self.raw, self.base
