@@ -1,9 +1,21 @@
 """The state a Pipeline's stages read, declared once for the type checker.
 
-A Pipeline is one class made of its stages, each a base class in a module named for it (the chain, from
-the bottom: pipeline_sinks, pipeline_assembly, pipeline_fold, pipeline_plan, pipeline_build,
-pipeline_feedback, pipeline_execute; pipeline.py's Pipeline on top, with the public calls). The stages
-read and set the attributes below; Pipeline.__init__ sets every one of them and says what each holds.
+A Pipeline is one class made of its stages, each a base class in a module named for it. The chain, from
+the bottom (tests/test_pipeline_stages.py holds it to Pipeline's MRO):
+
+    pipeline_sinks.Sinks                  the recording, the probe, the OpenTelemetry export
+    pipeline_assembly.Assembling          a turn's window before it is planned
+    pipeline_fold.Folding                 journal events applied to the state
+    pipeline_plan.Planning                Plan
+    pipeline_build.Building               Optimize and serialize: decide, build
+    pipeline_feedback.Feedback            a turn's outcome, alerts, the turn journaled
+    pipeline_turn_end.TurnEnd             a turn's request event; a recorded turn rebuilt
+    pipeline_registration.Registration    sources, tools, latches, the window
+    pipeline_conversation.Conversation    user, assistant, tool_result
+    pipeline.Pipeline                     construction, the request's path, fork, the outcome's calls
+
+The stages read and set the attributes below; Pipeline.__init__ sets every one of them and says what
+each holds.
 These are annotations only: nothing here exists at run time but the class, and no attribute lookup
 passes through it (a Pipeline's attributes are in its instance dict).
 """
