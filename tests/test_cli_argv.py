@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,13 @@ import inspector.cli_report as cli_report
 import inspector.cli_salvage as cli_salvage
 import inspector.cli_verify as cli_verify
 from inspector.cli_argv import plain_command
-from tests.support.console_script import ENTRIES, SCRIPT, program, run_program, typer_answer_once
+from tests.support.console_script import (
+    ENTRIES,
+    SCRIPT,
+    program,
+    start_program,
+    typer_answer_once,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
@@ -458,9 +465,11 @@ def test_shell_completion_is_left_to_typer() -> None:
 RUN = program(modules=("pydantic", "typer"))
 
 
-def _run(argv: list[str], entry: str, typer_dispatch: bool, home: Path) -> subprocess.CompletedProcess[str]:
+def _start(
+    argv: list[str], entry: str, typer_dispatch: bool, home: Path
+) -> Callable[[], subprocess.CompletedProcess[str]]:
     # XDG_RUNTIME_DIR: ps looks for agents in a directory of the test's own (none run there).
-    return run_program(
+    return start_program(
         RUN, argv, entry=entry, typer_dispatch=typer_dispatch, cwd=home, env={"XDG_RUNTIME_DIR": str(home)}
     )
 
@@ -584,12 +593,12 @@ CASES = [
 @pytest.mark.parametrize("argv", CASES, ids=lambda a: " ".join(Path(t).name if "/" in t else t for t in a))
 def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, tmp_path: Path) -> None:
     (tmp_path / "direct").mkdir()
-    direct = _run(argv, entry, typer_dispatch=False, home=tmp_path / "direct")
+    direct_run = _start(argv, entry, typer_dispatch=False, home=tmp_path / "direct")  # beside typer's
 
     def typer_answer() -> tuple[int, list[str], str, str, dict[str, bytes]]:
         home = tmp_path / "typer"
         home.mkdir()
-        typed = _run(argv, entry, typer_dispatch=True, home=home)
+        typed = _start(argv, entry, typer_dispatch=True, home=home)()
         *err, mods = typed.stderr.replace(str(home), "HOME").splitlines()
         written = {
             name: (home / name).read_bytes() for name in ("copy.cpsession", "cost.svg") if name in argv
@@ -599,6 +608,7 @@ def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, t
     typed_code, typed_err, typed_mods, typed_out, typed_files = typer_answer_once(
         ("script", *argv), typer_answer
     )
+    direct = direct_run()
     # Each side runs in a directory of its own, which a message about a relative path names.
     *direct_err, direct_mods = direct.stderr.replace(str(tmp_path / "direct"), "HOME").splitlines()
     assert (direct.returncode, direct_err) == (typed_code, typed_err)
@@ -783,23 +793,24 @@ CTX_CASES: list[tuple[list[str], str]] = [
 def test_the_ctx_commands_answer_and_store_as_under_typer(
     argv: list[str], stdin: str, entry: str, tmp_path: Path, demo_store: Path
 ) -> None:
-    def run(side: str) -> subprocess.CompletedProcess[str]:
+    def start(side: str) -> Callable[[], subprocess.CompletedProcess[str]]:
         home = tmp_path / side
         home.mkdir()
         shutil.copy(demo_store, home / "ctx.sqlite")
         (home / "empty.sqlite").touch()
-        return run_program(RUN, argv, entry=entry, typer_dispatch=side == "typer", cwd=home, input=stdin)
+        return start_program(RUN, argv, entry=entry, typer_dispatch=side == "typer", cwd=home, input=stdin)
 
     def typer_answer() -> tuple[int, list[str], str, str, list[Any]]:
-        typed = run("typer")
+        typed = start("typer")()
         *err, mods = typed.stderr.splitlines()
         rows = [_store_rows(tmp_path / "typer" / name) for name in ("ctx.sqlite", "new.sqlite")]
         return typed.returncode, err, mods, typed.stdout, rows
 
-    direct = run("direct")
+    direct_run = start("direct")  # beside typer's
     typed_code, typed_err, typed_mods, typed_out, typed_rows = typer_answer_once(
         ("ctx", stdin, *argv), typer_answer
     )
+    direct = direct_run()
     *direct_err, direct_mods = direct.stderr.splitlines()
     assert (direct.returncode, direct_err, direct.stdout) == (typed_code, typed_err, typed_out)
     # What the command left in the store, either way.
@@ -839,8 +850,11 @@ def test_eval_answers_as_under_typer(argv: list[str], default: str, entry: str, 
             shutil.copy(SYNTHETIC / fixture, tmp_path / name / fixture)
     env = {"CONTEXTPIPE_TRAJECTORIES": str(tmp_path / default)}
     direct, typed = (
-        run_program(RUN, argv, entry=entry, typer_dispatch=side, cwd=tmp_path, env=env)
-        for side in (False, True)
+        finish()
+        for finish in [
+            start_program(RUN, argv, entry=entry, typer_dispatch=side, cwd=tmp_path, env=env)
+            for side in (False, True)
+        ]
     )
     *direct_err, direct_mods = direct.stderr.splitlines()
     *typed_err, typed_mods = typed.stderr.splitlines()
@@ -867,7 +881,10 @@ def test_forks_of_a_forked_run_answer_as_under_typer(
     named = {k.stem: str(k) for k in kids}
     argv = ["forks", str(parent), *(named.get(w, w) for w in which)]
     assert plain_command(argv, {}) is not None
-    direct, typed = (run_program(RUN, argv, typer_dispatch=side, cwd=tmp_path) for side in (False, True))
+    direct, typed = (
+        finish()
+        for finish in [start_program(RUN, argv, typer_dispatch=side, cwd=tmp_path) for side in (False, True)]
+    )
     *direct_err, direct_mods = direct.stderr.splitlines()
     *typed_err, _ = typed.stderr.splitlines()
     assert (direct.returncode, direct_err, direct.stdout) == (typed.returncode, typed_err, typed.stdout)

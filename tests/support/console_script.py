@@ -57,17 +57,39 @@ def run_program(
     code: str, argv: list[str], *, typer_dispatch: bool, entry: str = SCRIPT, **kwargs: Any
 ) -> subprocess.CompletedProcess[str]:
     """Run `code` (from program()) on `argv`, through typer's dispatch or the entry point; `kwargs` go to
-    subprocess.run (cwd, stdin), `env` merged into this environment with the project first on the path."""
+    subprocess.run (cwd, input, stdin, timeout), `env` merged into this environment with the project
+    first on the path."""
+    return start_program(code, argv, typer_dispatch=typer_dispatch, entry=entry, **kwargs)()
+
+
+def start_program(
+    code: str, argv: list[str], *, typer_dispatch: bool, entry: str = SCRIPT, **kwargs: Any
+) -> Callable[[], subprocess.CompletedProcess[str]]:
+    """run_program's child started now, and a function that waits for it (its `input` written then) and
+    gives what run_program gives. A test comparing two children runs them side by side: on an idle second
+    core the pair takes the longer one's time, not the sum (the suite itself runs on one)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), **kwargs.pop("env", {}))
     args = [*argv, "--typer"] if typer_dispatch else argv
-    kwargs.setdefault("timeout", 300)
-    return subprocess.run(
-        [sys.executable, "-c", code, json.dumps(args), entry],
-        capture_output=True,
-        text=True,
-        env=env,
-        **kwargs,
+    timeout = kwargs.pop("timeout", 300)
+    text_in = kwargs.pop("input", None)
+    if text_in is not None:
+        kwargs["stdin"] = subprocess.PIPE
+    cmd = [sys.executable, "-c", code, json.dumps(args), entry]
+    child = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs
     )
+
+    def finish() -> subprocess.CompletedProcess[str]:
+        with child:  # as subprocess.run: killed and reaped if the wait times out
+            try:
+                out, err = child.communicate(text_in, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.communicate()
+                raise
+        return subprocess.CompletedProcess(cmd, child.returncode, out, err)
+
+    return finish
 
 
 # typer's own dispatch (`--typer`) never reaches the entry point (the child runs cli.app, which exits),
