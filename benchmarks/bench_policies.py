@@ -60,7 +60,9 @@ from engine.importers import load  # noqa: E402
 from engine.importers.ingest import ingest  # noqa: E402
 from engine.policy.settings import PolicySettings  # noqa: E402
 from engine.sim.policies import ALL  # noqa: E402
-from engine.sim.simulate import PolicyFigures, SimSettings, load_recording_events, simulate_events  # noqa: E402
+from engine.sim.simulate import SimSettings, simulate_events  # noqa: E402
+from engine.sim.simulate_figures import PolicyFigures  # noqa: E402
+from engine.sim.simulate_read import load_recording_events  # noqa: E402
 from engine.tokens import TokenCounter  # noqa: E402
 
 PRICINGS: dict[str, dict[str, Any]] = {

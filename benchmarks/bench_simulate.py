@@ -61,7 +61,8 @@ if str(REPO) not in sys.path:
 from engine.importers import load  # noqa: E402
 from engine.importers.ingest import ingest  # noqa: E402
 from engine.recording.replay import Replayer  # noqa: E402
-from engine.sim.simulate import SimSettings, SimulationReport, load_recording_events, simulate_events  # noqa: E402
+from engine.sim.simulate import SimSettings, SimulationReport, simulate_events  # noqa: E402
+from engine.sim.simulate_read import load_recording_events  # noqa: E402
 from engine.tokens import TokenCounter  # noqa: E402
 
 MIN_CALLS = 30
@@ -143,8 +144,12 @@ def make_synthetic(path: Path, turns: int, window: int = 128_000) -> None:
 
 def cli_events(reader: Any) -> Any:
     """The events as `cp-inspect simulate` reads them: of each turn's trace only what simulate reads,
-    since 2026-12-03 (engine.sim.simulate.TRACE_FIELDS); older code reads every trace whole."""
-    from engine.sim import simulate as sim
+    since 2026-12-03 (engine.sim.simulate_read.TRACE_FIELDS, in engine.sim.simulate before 2026-12-07);
+    older code reads every trace whole."""
+    try:
+        from engine.sim import simulate_read as sim
+    except ImportError:  # older code: in simulate itself, or not at all
+        from engine.sim import simulate as sim  # type: ignore[no-redef]
 
     fields = getattr(sim, "TRACE_FIELDS", None)
     return reader.events() if fields is None else reader.events(trace_fields=fields)
@@ -191,7 +196,7 @@ def without_counts(src: Path, dst: Path) -> None:
 def timing(recs: list[tuple[str, Path, int]], tmp: Path, repeats: int, baseline: Path | None = None) -> None:
     from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
-    from engine.sim.simulate import read_counts
+    from engine.sim.simulate_read import read_counts
 
     name, rec, turns = max(recs, key=lambda x: x[2])
     sessions: list[tuple[str, Path, int]] = [(f"{name} (shared, longest)", rec, turns)]
@@ -365,7 +370,7 @@ def linearity(tmp: Path, turns: int, rounds: int) -> None:
 
     from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
-    from engine.sim.simulate import read_counts
+    from engine.sim.simulate_read import read_counts
 
     sessions: list[tuple[int, Path]] = []
     for mult in (1, 5, 10):

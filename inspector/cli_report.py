@@ -64,7 +64,7 @@ def _report_events(reader: Any, trace_fields: tuple[str, ...]) -> Any:
     the recording raises wrapped in _Unreadable: an error of the simulation's own, met between two
     events, is not thrown into the generator and passes untouched."""
     from engine.errors import ContextPipeError
-    from engine.sim.simulate import recording_events
+    from engine.sim.simulate_read import recording_events
 
     try:
         read = recording_events(reader, trace_fields, convert=unpack)  # a small recording is read here
@@ -162,7 +162,9 @@ def report(files: list[str], as_json: bool, window_text: str | None, svg: Path |
     from engine.errors import ContextPipeError
     from engine.recording.replay import EmptyJournal
     from engine.sim.pricing import UnknownModelError
-    from engine.sim.simulate import TRACE_FIELDS, NoRequests, SimSettings, simulate_stream
+    from engine.sim.simulate import SimSettings, simulate_stream
+    from engine.sim.simulate_read import TRACE_FIELDS
+    from engine.sim.simulate_settings import NoRequests
 
     from .fleet_report import idle_row, render_svg, render_table, session_row, totals_row
 

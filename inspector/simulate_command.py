@@ -25,7 +25,8 @@ from .token_arg import tokens_option
 
 if TYPE_CHECKING:
     from engine.sim.cachesim import CallCache
-    from engine.sim.simulate import PolicyFigures, SimulationReport
+    from engine.sim.simulate import SimulationReport
+    from engine.sim.simulate_figures import PolicyFigures
 
 
 def simulate(
@@ -85,7 +86,9 @@ def run(
     from engine.errors import ContextPipeError
     from engine.recording.cpsession import RecordingError
     from engine.recording.replay import ReplayError
-    from engine.sim.simulate import SimSettings, policy_doc, read_counts, recording_events, simulate_stream
+    from engine.sim.simulate import SimSettings, simulate_stream
+    from engine.sim.simulate_read import read_counts, recording_events
+    from engine.sim.simulate_settings import policy_doc
 
     if per_turn and not as_json:  # it was ignored: the table printed as if it had not been given
         fail("--per-turn adds per-turn figures to the JSON: give it with --json", 2)
@@ -108,7 +111,7 @@ def run(
 
         option_check("--provider", canonical_provider, provider)
     if policies is not None:
-        from engine.sim.simulate import _policy_list
+        from engine.sim.simulate_settings import _policy_list
 
         option_check("--policies", _policy_list, [policies])
     if policy is not None:
@@ -144,7 +147,7 @@ def run(
     # as if the recording were at fault. The table read here is the one every recording is priced by.
     table = check_prices(prices)
     if model is not None:
-        from engine.sim.simulate import _price_row
+        from engine.sim.simulate_settings import _price_row
 
         option_check("--model", _price_row, table, model)
     settings = SimSettings(
@@ -234,7 +237,7 @@ ROWS: tuple[tuple[str, Any], ...] = (
 
 
 def render_text(r: SimulationReport) -> str:
-    from engine.sim.simulate import POLICY_NAMES
+    from engine.sim.simulate_figures import POLICY_NAMES
 
     cols = [n for n in POLICY_NAMES]
     pol: dict[str, PolicyFigures | None] = r.policies
@@ -321,7 +324,7 @@ def _fig_json(t: CallCache, cost: float, comps: int, breaks: int, out: int) -> d
 
 def render_policies(reports: list[SimulationReport]) -> str:
     """One table: a row per policy, summed over every recording given."""
-    from engine.sim.simulate import policy_doc
+    from engine.sim.simulate_settings import policy_doc
 
     tot = policy_totals(reports)
     base = tot.get("paper")

@@ -75,7 +75,7 @@ def test_unknown_settings_gates_and_thresholds_are_counted() -> None:
 
 
 def test_simulate_counts_the_unknown_thresholds() -> None:
-    from engine.sim.simulate import SimulateError, _check_thresholds
+    from engine.sim.simulate_settings import SimulateError, _check_thresholds
 
     with pytest.raises(SimulateError, match=r"^unknown threshold \['bogus'\]; known thresholds: "):
         _check_thresholds({"bogus": 0.5})

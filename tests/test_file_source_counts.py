@@ -17,7 +17,8 @@ from pathlib import Path
 from engine.pipeline import Pipeline
 from engine.recording.counts import CountTable
 from engine.recording.replay import Replayer
-from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_read import load_recording_events
 from engine.tokens import TokenCounter
 from engine.whatif import Overrides
 from inspector.sources.file import FileSource

@@ -22,7 +22,7 @@ from engine.errors import ConfigError
 from engine.fork import validate_spawn
 from engine.request_diff import parse_request
 from engine.sim.forks import price_forks
-from engine.sim.simulate import load_recording_events
+from engine.sim.simulate_read import load_recording_events
 from inspector.cli import app
 from tests.support.fork_tree import PARAMS, parent_pipeline, run_tree
 

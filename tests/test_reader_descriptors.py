@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.recording.cpsession import RecordingReader
-from engine.sim.simulate import load_recording_events
+from engine.sim.simulate_read import load_recording_events
 
 # (conftest.young_heap: each gc.collect() here scans only what the test made)
 pytestmark = pytest.mark.usefixtures("young_heap")

@@ -11,7 +11,7 @@ import pytest
 from engine.recording.cpsession import RecordingError, RecordingReader, RecordingWriter
 from engine.recording.frames import FrameError, encode_frame
 from engine.recording.lean_turns import decode_frames_lean
-from engine.sim.simulate import TRACE_FIELDS, recording_events
+from engine.sim.simulate_read import TRACE_FIELDS, recording_events
 from tests.support.recordings import record_coding_session
 
 ROOT = Path(__file__).resolve().parent.parent

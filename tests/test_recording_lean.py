@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from engine.recording.cpsession import RecordingError, RecordingReader
 from engine.recording.frames import FrameError, decode_frames, encode_frame
 from engine.recording.lean_turns import decode_frames_lean
-from engine.sim.simulate import TRACE_FIELDS, simulate_events, simulate_file
+from engine.sim.simulate import simulate_events, simulate_file
+from engine.sim.simulate_read import TRACE_FIELDS
 from tests.support.recordings import record_coding_session
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -221,7 +221,7 @@ def test_simulate_and_report_read_a_big_recording_again_instead_of_holding_it(tm
     126 MB, 100,000-turn file). A recording bigger than HOLD_EVENTS_BYTES is now read again for each pass
     (engine.sim.simulate.simulate_stream: an index pass, then the fold). Old simulate and report: the
     forty 1 MB request pads held (+40 MB); the figures are the same."""
-    from engine.sim.simulate import HOLD_EVENTS_BYTES
+    from engine.sim.simulate_read import HOLD_EVENTS_BYTES
 
     p = padded_requests(tmp_path / "padded.cpsession")
     assert p.stat().st_size > HOLD_EVENTS_BYTES  # read as a big one

@@ -17,7 +17,7 @@ from engine.errors import ConfigError
 from engine.recording.replay import Replayer
 from engine.shadow import estimate_cache, shadow_summary
 from engine.sim.session_diff import side_builds
-from engine.sim.simulate import load_recording_events
+from engine.sim.simulate_read import load_recording_events
 from engine.tokens import TokenCounter
 from engine.whatif import Overrides
 from inspector.app import InspectorApp

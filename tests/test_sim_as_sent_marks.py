@@ -15,7 +15,8 @@ from pathlib import Path
 
 from engine.importers import ImportedSession, load
 from engine.importers.ingest import ingest
-from engine.sim.simulate import PolicyFigures, SimSettings, simulate_file
+from engine.sim.simulate import SimSettings, simulate_file
+from engine.sim.simulate_figures import PolicyFigures
 
 SYSTEM = "You are a careful coding agent working in a large repository. " * 250  # ~3,000 tokens
 GAP_S = 600.0  # ten minutes between calls: past a 5-minute entry's life, within a 1-hour one's

@@ -23,7 +23,8 @@ from engine.optimize.context import OptimizeLimits
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.recording.replay import Replayer
 from engine.sim.blocks import CountsDisagree, SimBuilder
-from engine.sim.simulate import UNBOUNDED, simulate_events
+from engine.sim.simulate import simulate_events
+from engine.sim.simulate_pass import UNBOUNDED
 from tests.test_simulate import COUNTER, _synthetic
 
 TRAJ = Path(
@@ -110,7 +111,7 @@ def test_sim_builds_are_pipeline_builds_on_pydicom(tmp_path: Path) -> None:
         pytest.skip(f"real trajectory absent: {PYDICOM} (set CONTEXTPIPE_TRAJECTORIES)")
     from engine.importers import load
     from engine.importers.ingest import ingest
-    from engine.sim.simulate import load_recording_events
+    from engine.sim.simulate_read import load_recording_events
 
     pipe, _report = ingest(load(PYDICOM), tmp_path / "p.cpsession")
     pipe.close()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from engine.feedback import attribute_cache_break
 from engine.providers.base import Block
 from engine.sim.cachesim import shared_prefix_len
-from engine.sim.simulate import _first_changed
+from engine.sim.simulate_column import _first_changed
 
 _block = st.builds(
     Block,

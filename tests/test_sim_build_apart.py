@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from engine.sim.blocks import BlockSerializer
-from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_read import load_recording_events
 from tests.support.recordings import record_coding_session
 
 

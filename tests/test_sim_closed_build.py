@@ -112,7 +112,7 @@ def test_simulate_decides_once_a_turn_and_reports_the_same(
             super().__init__(pipe, closed_fast=False)
 
     monkeypatch.setattr(blocks_mod, "SimBuilder", Reference)
-    import engine.sim.simulate as sim_mod
+    import engine.sim.simulate_pass as sim_mod
 
     monkeypatch.setattr(sim_mod, "SimBuilder", Reference)
     runs[0] = 0

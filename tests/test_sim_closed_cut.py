@@ -19,13 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine.pipeline_assembly as assembly_mod
-import engine.sim.simulate as sim_mod
+import engine.sim.simulate_pass as sim_mod
 from engine.pipeline import Pipeline
 from engine.policy.state import CompactionState
 from engine.recording.replay import Replayer
 from engine.sim import closed_cut
 from engine.sim.blocks import SimBuilder
-from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_read import load_recording_events
 from tests.support.sim_builds import CLOSED, closed_builds, round_sessions, rounds_session
 from tests.test_simulate import COUNTER
 

@@ -24,7 +24,7 @@ from engine.optimize.context import OptimizeLimits
 from engine.policy.settings import WAVE1, PolicySettings
 from engine.recording.replay import Replayer
 from engine.sim.blocks import SimBuilder, closed_wave1
-from engine.sim.simulate import UNBOUNDED
+from engine.sim.simulate_pass import UNBOUNDED
 from tests.support.sim_builds import CLOSED, coding_session, observed
 from tests.test_simulate import COUNTER
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.recording.cpsession import RecordingReader
-from engine.sim.simulate import SimSettings, recording_events, simulate_file, simulate_stream
+from engine.sim.simulate import SimSettings, simulate_file, simulate_stream
+from engine.sim.simulate_read import recording_events
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from bench_simulate import make_synthetic  # noqa: E402

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.sim.simulate import _failed_and_usages
+from engine.sim.simulate_index import _failed_and_usages
 
 
 def _reference(events: list[dict[str, Any]]) -> tuple[set[int], dict[int, dict[str, Any]]]:
@@ -84,7 +84,7 @@ def test_the_index_pass_gathers_what_the_held_passes_did(events: list[dict[str, 
     """simulate_stream holds no event: the index pass (_Index.visit, per event, as the recording is read)
     gathers the failed turns, usages and request times, and a malformed event is raised where it was, by
     reading the journal again. The same figures in the same order, or the same exception."""
-    from engine.sim.simulate import _Index
+    from engine.sim.simulate_index import _Index
 
     try:
         want: Any = _reference(events)

@@ -20,12 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.providers.base import Block
-from engine.sim import cachesim, simulate
+from engine.sim import cachesim, simulate_column
 from engine.sim.grown import TAIL, Grown
 from engine.sim.policies.base import HistoryBlocks, TurnView, message_block, with_tail_marker
 from engine.sim.policies.clear_tool_uses import ClearToolUses
 from engine.sim.policies.paper import Paper
-from engine.sim.simulate import _Req, _shared_len, _simulate
+from engine.sim.simulate_column import _shared_len, _simulate
+from engine.sim.simulate_requests import _Req
 from tests.test_sim_peer_work import SYSTEM, ClearToolUsesFromScratch, M, convo
 from tests.test_sim_shared_len import TABLE
 
@@ -182,7 +183,7 @@ def test_a_paper_columns_calls_share_one_run(monkeypatch: pytest.MonkeyPatch) ->
         return real(self, call)
 
     monkeypatch.setattr(cachesim.CacheSimulator, "step", capture)
-    monkeypatch.setattr(simulate, "GROWN_FROM", 0)  # (these requests are short: as the long ones)
+    monkeypatch.setattr(simulate_column, "GROWN_FROM", 0)  # (these requests are short: as the long ones)
     p = Paper()
     reqs = [_Req(v.turn, 1.0 + v.turn, p.request(v).blocks, [], []) for v in _views(False)[:40]]  # type: ignore[arg-type]
     _simulate(
@@ -239,7 +240,7 @@ def column_figures(reqs: list[list[Block]], rules: str, grown_from: int) -> Any:
     """simulate's figures of a column of `reqs`, its calls from `grown_from` Blocks on handed to the
     simulator as a Grown (or a Window, shifted), as tuples below it."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(simulate, "GROWN_FROM", grown_from)
+        mp.setattr(simulate_column, "GROWN_FROM", grown_from)
         fig = _simulate(
             "x", [_Req(k, 1.0 + k, r, [], []) for k, r in enumerate(reqs)], rules=rules,
             model="deepseek-chat", table=TABLE, outputs={}, options={}, link_outputs=rules == "deepseek",

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from engine import pipeline_express as express
 from engine import pipeline_held_lane as held_lane
 from engine.sim import blocks as blocks_mod
-from engine.sim import simulate as sim_mod
+from engine.sim import simulate_pass as sim_mod
 from engine.sim.blocks import SimBuilder
 from engine.sim.simulate import SimSettings, simulate_events
 from tests.support.sim_builds import coding_session, columns

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.sim.cachesim import Block, CacheSimulator, Call, min_cacheable_tokens
-from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_read import load_recording_events
 
 DEMO = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"
 

@@ -226,7 +226,7 @@ def test_clear_tool_uses_says_how_much_of_its_last_request_it_kept(markers: bool
     more result of the whole conversation (they were compared over their whole length, several times),
     and on every turn whose window moved (its stretch starts elsewhere in the last request: simulate
     compared the two ~4,800-Block Windows to find they part after the system Blocks)."""
-    from engine.sim.simulate import _said_shared, _shared_len
+    from engine.sim.simulate_column import _said_shared, _shared_len
 
     history = HistoryBlocks()
     p = ClearToolUses(trigger=500)
@@ -254,7 +254,7 @@ def test_clear_tool_uses_says_which_stretch_of_its_last_request_its_window_sends
     Blocks are the last request's, the same objects, and simulate takes the stretch as it would have
     found it (_told_stretch's (h, a, m) names the same Blocks as a search's); told on most turns past
     the window (simulate searched two copies of each ~4,700-Block request a call for it)."""
-    from engine.sim.simulate import _shared_len, _told_stretch
+    from engine.sim.simulate_column import _shared_len, _told_stretch
 
     history = HistoryBlocks()
     p = ClearToolUses(trigger=500)

@@ -31,7 +31,8 @@ from engine.sim.policies.base import (
 from engine.sim.policies.clear_tool_uses import DEFAULT_TRIGGER, PLACEHOLDER, ClearToolUses
 from engine.sim.policies.paper import Paper
 from engine.sim.policies.sliding_window import SlidingWindow
-from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_read import load_recording_events
 from engine.tokens import CharTokenizer, TokenCounter
 
 DEMO = Path(__file__).resolve().parents[1] / "demo_sessions" / "scout-anthropic.cpsession"

@@ -22,7 +22,8 @@ from engine.sim.policies import ALL, PEERS, TurnView
 from engine.sim.policies.clear_tool_uses import PLACEHOLDER, ClearToolUses
 from engine.sim.policies.compaction import server_compaction, threshold_compaction
 from engine.sim.policies.sliding_window import SlidingWindow
-from engine.sim.simulate import SimSettings, SimulateError, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_settings import SimulateError
 from engine.tokens import CharTokenizer, TokenCounter
 from tests.test_simulate import COUNTER, DEEPSEEK_FILE, TRAJ, _synthetic
 

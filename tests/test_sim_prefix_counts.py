@@ -12,7 +12,7 @@ from engine.common_prefix import common_prefix_len
 from engine.providers.base import Block
 from engine.sim.cachesim import CallCache
 from engine.sim.pricing import ModelPrice, PriceTable, call_cost, cost, load_prices
-from engine.sim.simulate import _marks_after, _prefix_count, _prefix_from_marks
+from engine.sim.simulate_marks import _marks_after, _prefix_count, _prefix_from_marks
 
 # A request: how many leading Blocks it keeps of the one before (the same objects, as the engine hands
 # them over), then new Blocks, each (hash, marked). Hashes come from a small alphabet so that new Blocks

@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.providers.base import Block
-from engine.sim import cachesim, simulate
+from engine.sim import cachesim, simulate_column
 from engine.sim.pricing import load_prices
-from engine.sim.simulate import _Req, _shared_len, _simulate
+from engine.sim.simulate_column import _shared_len, _simulate
+from engine.sim.simulate_requests import _Req
 
 TABLE = load_prices()
 
@@ -95,7 +96,7 @@ def test_the_calls_are_the_requests_converted_from_scratch(
 ) -> None:
     # (grown_from: requests from that many Blocks on are handed over as a Grown, the rest as tuples)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(simulate, "GROWN_FROM", grown_from)
+        mp.setattr(simulate_column, "GROWN_FROM", grown_from)
         _, calls = _calls(reqs, mp, rules)
     assert len(calls) == len(reqs)
     prev: list[Block] = []
@@ -119,7 +120,7 @@ def test_a_call_that_starts_with_the_whole_last_one_is_built_on_its_blocks(
     assert calls[1].blocks is calls[0].blocks
     assert calls[2].blocks[:2] == calls[0].blocks
     assert all(x is y for x, y in zip(calls[2].blocks, calls[0].blocks, strict=False))
-    n = simulate.GROWN_FROM
+    n = simulate_column.GROWN_FROM
     first = [Block("history", "messages", f"m{i}", 10, False) for i in range(n)]
     _, calls = _calls([first, list(first), [*first, c]], monkeypatch, "deepseek")
     assert calls[0].blocks.shared_run(calls[1].blocks) == calls[0].blocks.shared_run(calls[2].blocks) > n - 40

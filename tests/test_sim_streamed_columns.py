@@ -14,8 +14,10 @@ import pytest
 
 import engine.sim.cachesim as cachesim
 import engine.sim.simulate as sim
+import engine.sim.simulate_requests as requests_mod
 from engine.pipeline import Pipeline
-from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_read import load_recording_events
 
 
 def _record(path: Path, turns: int) -> None:
@@ -47,7 +49,7 @@ def test_a_peer_columns_requests_are_let_go_as_they_are_simulated(
     column = [""]
     most: dict[str, int] = {}
 
-    class CountedReq(sim._Req):
+    class CountedReq(requests_mod._Req):
         def __init__(self, *a: Any, **kw: Any) -> None:
             super().__init__(*a, **kw)
             self.epoch = epoch[0]
@@ -70,7 +72,7 @@ def test_a_peer_columns_requests_are_let_go_as_they_are_simulated(
         most[column[0]] = max(most.get(column[0], 0), mine)
         return step(self, call)
 
-    monkeypatch.setattr(sim, "_Req", CountedReq)
+    monkeypatch.setattr(requests_mod, "_Req", CountedReq)  # where _peer_requests makes them
     monkeypatch.setattr(sim, "_simulate", column_counted)
     monkeypatch.setattr(cachesim.CacheSimulator, "step", step_counted)
     report = simulate_events(load_recording_events(path)[0], SimSettings(policies=["all"]))

@@ -1,4 +1,4 @@
-"""simulate's conversion of a sliding window's request (engine/sim/simulate.py, `_stretch`).
+"""simulate's conversion of a sliding window's request (engine/sim/simulate_column.py, `_stretch`).
 
 The gates-closed column's request is a new first message (the task with its omission note), then a
 stretch the previous request sent from a later point on, then the newest round. `_simulate` converts
@@ -21,10 +21,12 @@ from hypothesis import strategies as st
 
 from engine.providers.base import Block
 from engine.sim import cachesim
-from engine.sim import simulate as sim_mod
+from engine.sim import simulate_column as sim_mod
 from engine.sim.cachesim import STRETCH_MIN
 from engine.sim.pricing import load_prices
-from engine.sim.simulate import _marks_after, _marks_shifted, _Req, _simulate, _stretch
+from engine.sim.simulate_column import _simulate, _stretch
+from engine.sim.simulate_marks import _marks_after, _marks_shifted
+from engine.sim.simulate_requests import _Req
 
 TABLE = load_prices()
 

@@ -20,7 +20,8 @@ from engine.artifacts import Message, Text
 from engine.assembly import Measure
 from engine.providers.base import Block
 from engine.sim.policies.base import HistoryBlocks, TurnView
-from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_read import load_recording_events
 from engine.sim.turn_views import TurnViews
 from engine.tokens import CharTokenizer, TokenCounter
 from tests.support.conversation_ops import conversations

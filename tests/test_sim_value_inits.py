@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.sim.cachesim import Block, Call, CallCache
-from engine.sim.simulate import TurnFigures
+from engine.sim.simulate_figures import TurnFigures
 
 CLASSES = (TurnFigures, Call, CallCache, Block)
 

@@ -18,15 +18,10 @@ from typer.testing import CliRunner
 from engine.pipeline import Pipeline
 from engine.sim.cachesim import CallCache
 from engine.sim.pricing import PriceTable, cost, load_prices
-from engine.sim.simulate import (
-    POLICY_NAMES,
-    SimSettings,
-    SimulateError,
-    break_even_cached_price_ratio,
-    cache_rules_for,
-    simulate_events,
-    simulate_file,
-)
+from engine.sim.simulate import SimSettings, simulate_events, simulate_file
+from engine.sim.simulate_cost import break_even_cached_price_ratio
+from engine.sim.simulate_figures import POLICY_NAMES
+from engine.sim.simulate_settings import SimulateError, cache_rules_for
 from engine.tokens import TokenCounter
 
 TRAJ = Path(
@@ -395,7 +390,8 @@ def _naive(reqs: list[Any], rules: str, automatic: bool, as_sent: bool) -> list[
     from engine.feedback import attribute_cache_break
     from engine.sim.cachesim import Block as CBlock
     from engine.sim.cachesim import CacheSimulator, Call
-    from engine.sim.simulate import COMPACTION_STEPS, _prefix_count
+    from engine.sim.simulate_column import COMPACTION_STEPS
+    from engine.sim.simulate_marks import _prefix_count
 
     calls = [
         Call(tuple(CBlock(b.sha, b.tokens, breakpoint=b.marker, segment=b.segment) for b in r.blocks),
@@ -426,7 +422,8 @@ def _naive(reqs: list[Any], rules: str, automatic: bool, as_sent: bool) -> list[
 @pytest.mark.parametrize("as_sent", [False, True])
 def test_per_turn_breaks_and_compactions_match_a_block_by_block_walk(rules: str, as_sent: bool) -> None:
     from engine.providers.base import Block
-    from engine.sim.simulate import _Req, _simulate
+    from engine.sim.simulate_column import _simulate
+    from engine.sim.simulate_requests import _Req
 
     def b(sha: str, section: str = "history", marker: bool = False, tokens: int = 300) -> Block:
         seg = {"tools": "tools", "identity": "system"}.get(section, "messages")

@@ -77,7 +77,7 @@ def test_recorded_events_come_in_memory_form_whatever_the_version() -> None:
     again: version 1 (compressed blobs and traces inside events) and version 2 alike."""
     from engine.recording.cpsession import RecordingReader
     from engine.recording.journal import unpack_event
-    from engine.sim.simulate import load_recording_events
+    from engine.sim.simulate_read import load_recording_events
 
     for path in (ROOT / "tests" / "fixtures" / "v1_recordings" / "scout-openai.cpsession", DEMO):
         events, _ = load_recording_events(path)

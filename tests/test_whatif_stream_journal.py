@@ -15,7 +15,8 @@ import pytest
 
 import engine.sim.simulate as sim
 from engine.shadow import shadow_summary
-from engine.sim.simulate import SimSettings, load_recording_events, simulate_events
+from engine.sim.simulate import SimSettings, simulate_events
+from engine.sim.simulate_read import load_recording_events
 from engine.whatif import Overrides
 from inspector.sources.file import FileSource
 from tests.support.recordings import record_coding_session

@@ -8,7 +8,7 @@ from pathlib import Path
 from engine.importers import load as load_import
 from engine.importers.ingest import ingest
 from engine.recording.why import actual_bodies, describe, why_missed
-from engine.sim.simulate import load_recording_events
+from engine.sim.simulate_read import load_recording_events
 from engine.whatif import Overrides
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,8 +27,8 @@ from engine.sim import cachesim
 from engine.sim.cachesim import CacheSimulator, Call, CallCache
 from engine.sim.pricing import PriceTable, cost, load_prices
 from engine.sim.session_diff import side_builds
-from engine.sim.simulate import (
-    MIN_STEP_S,
+from engine.sim.simulate_column import MIN_STEP_S
+from engine.sim.simulate_settings import (
     NO_MODEL_OPTION_FIX,
     NO_MODEL_OPTION_UNNAMED,
     _price_row,

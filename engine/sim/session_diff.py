@@ -42,16 +42,16 @@ from engine.sim.diff_text import summary_lines as summary_lines
 from engine.sim.diff_text import to_markdown as to_markdown
 from engine.sim.diff_text import to_text as to_text
 from engine.sim.pricing import PriceTable, load_prices
-from engine.sim.simulate import (
+from engine.sim.simulate_column import _simulate
+from engine.sim.simulate_figures import PolicyFigures
+from engine.sim.simulate_index import unbilled
+from engine.sim.simulate_requests import _Req
+from engine.sim.simulate_settings import (
     NO_MODEL_OPTION_FIX,
     NO_MODEL_OPTION_UNNAMED,
-    PolicyFigures,
     SimulateError,
     _price_row,
-    _Req,
-    _simulate,
     cache_rules_for,
-    unbilled,
 )
 from engine.tokens import TokenCounter
 from engine.whatif import Overrides
