@@ -60,7 +60,7 @@ class _Unreadable(Exception):
 
 
 def _report_events(reader: Any, trace_fields: tuple[str, ...]) -> Any:
-    """simulate_stream's `read` for `report` (engine.sim.simulate.recording_events), with what reading
+    """simulate_stream's `read` for `report` (engine.sim.simulate_read.recording_events), with what reading
     the recording raises wrapped in _Unreadable: an error of the simulation's own, met between two
     events, is not thrown into the generator and passes untouched."""
     from engine.errors import ContextPipeError

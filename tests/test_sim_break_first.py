@@ -1,4 +1,4 @@
-"""simulate names a cache break from the first changed Block only (engine/sim/simulate.py,
+"""simulate names a cache break from the first changed Block only (engine/sim/simulate_column.py,
 `_first_changed`): attribute_cache_break handed that one Block (and the request's next one, which tells
 an inserted Block) gives the cause it gives for the whole
 requests, and `_first_changed` says "no change" exactly where the hashes of the cached prefix all agree

@@ -1,4 +1,4 @@
-"""simulate's failed turns and per-turn usages in one pass over the events (engine/sim/simulate.py,
+"""simulate's failed turns and per-turn usages in one pass over the events (engine/sim/simulate_index.py,
 `_failed_and_usages`), held against the separate passes it replaced: the same set, the same dict in the
 same order, and for a malformed event the same exception with the same message (hypothesis)."""
 

@@ -1,4 +1,4 @@
-"""simulate's shared prefix of consecutive requests and the calls it builds on it (engine/sim/simulate.py,
+"""simulate's shared prefix of consecutive requests and the calls it builds on it (engine/sim/simulate_column.py,
 `_shared_len` and the call's Blocks in `_simulate`).
 
 A whole-conversation column (paper) sends the last request again with Blocks appended, its last Block

@@ -1,4 +1,5 @@
-"""A simulate's peer columns (engine.sim.simulate._simulate, _peer_requests): each peer's requests are
+"""A simulate's peer columns (engine.sim.simulate_column._simulate,
+engine.sim.simulate_requests._peer_requests): each peer's requests are
 made as the cache simulator takes them and let go after their step. Held in a list until the column was
 simulated, a 3,000-turn what-if's clear_tool_uses column held ~8.6 million Block references (each turn
 the conversation so far), quadratic in the session."""

@@ -1,6 +1,6 @@
 """The simulator's per-call value classes keep their dataclass meaning under hand-written __init__s.
 
-TurnFigures (engine/sim/simulate.py), Call, CallCache and Block (engine/sim/cachesim.py) are frozen
+TurnFigures (engine/sim/simulate_figures.py), Call, CallCache and Block (engine/sim/cachesim.py) are frozen
 dataclasses made once or twice a simulated call (a Block once a distinct block); their __init__ stores the fields into the instance dict instead of
 the generated one's object.__setattr__ per field. Held here against the dataclass's own field list, so a
 field added later without its line in __init__ (or two lines swapped) fails: every field stored under
