@@ -94,6 +94,9 @@ the agent is idle; with --reader-tree another tree's live source beside this one
 
     .venv/bin/python benchmarks/bench_probe.py --follow-latency 0.5 --rounds 2 --turns 12 --idle 20 [--reader-tree /tmp/base]
 
+(`--latency-readers fold,follow --recording`: `attach`'s source on the fold stream against the recording
+follower, inspector/sources/live_recording.py, on a recording agent.)
+
 An inspector attaching to a long-running agent (N turns of history, built first): the agent's longest
 turn, p99 and median (wall and its thread's CPU clock) while the inspector's live source (in its own
 process, as `cp-inspect attach`) attaches and takes the agent's history, against blocks with nobody
@@ -187,6 +190,14 @@ call, where a real agent waits; --pace is then the agent running its tool), so t
 runs cold as it does in an agent (without it the close follows the request at once):
 
     .venv/bin/python benchmarks/bench_probe.py --twin foldreader --untraced --rounds 2 --pairs 150 --pace 0.2 --model-wait 0.2 --settle 10
+
+A recording agent's inspector that reads the turns from the recording (inspector/sources/live_recording.py,
+what `cp-inspect attach` does when the agent records: the agent publishes nothing for it): with --recording
+both twins record, so the recording's own cost is in both arms. `followreader`: the follower on B, nothing
+on A (what it adds to a recording agent's turn); `foldreader --recording`: today's fold reader likewise;
+`followvsfold`: the fold reader on A and the follower on B (B - A: what following saves a turn):
+
+    .venv/bin/python benchmarks/bench_probe.py --twin followreader,foldreader,followvsfold --recording --untraced --rounds 2 --pairs 150 --pace 0.2 --settle 10
 """
 
 from __future__ import annotations
@@ -569,6 +580,39 @@ def attach_fold_reader(server: ProbeServer) -> subprocess.Popen[str]:
     return reader
 
 
+# `cp-inspect attach`'s source on a recording agent (inspector/sources/live_recording.py: open_live): it
+# reads the turns from the agent's recording, and the agent publishes nothing for it (engine.probe.
+# handshake, "Following the recording"). It stops at a line on its stdin (nothing is sent to it to stop at).
+FOLLOW_READER = """
+import sys, threading
+from inspector.sources.live_recording import RecordingFollower, open_live
+src, why = open_live(int(sys.argv[1]), timeout=10, session=int(sys.argv[2]) if len(sys.argv) > 2 else None)
+assert isinstance(src, RecordingFollower), f"not following the recording: {why}"
+print("ATTACHED", flush=True)
+turns = [0]
+def follow():
+    for ev in src.follow():
+        turns[0] += type(ev).__name__ == "NewTurn"
+threading.Thread(target=follow, daemon=True).start()
+sys.stdin.readline()
+print(turns[0], flush=True)
+src.close()
+"""
+
+
+def attach_follow_reader(server: ProbeServer) -> subprocess.Popen[str]:
+    """The recording follower in its own process (see FOLLOW_READER), attached."""
+    assert server.follow_recording, "--twin followreader / followvsfold need --recording (both twins record)"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [str(os.getpid())] + ([str(server.session)] if server.session is not None else [])
+    reader = subprocess.Popen(
+        [sys.executable, "-c", FOLLOW_READER, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert read_line(reader, server) == "ATTACHED"
+    wait_for(lambda: server._nfollowers == 1)
+    return reader
+
+
 def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Popen[str] | None:
     if subject == "none":
         return None  # an A/A run: the noise floor of the ratios
@@ -578,6 +622,8 @@ def start_subject(subject: str, server: ProbeServer, rt: Path) -> subprocess.Pop
         return proc
     if subject == "foldreader":
         return attach_fold_reader(server)
+    if subject == "followreader":
+        return attach_follow_reader(server)
     if subject == "foldmute":
         # The fold reader attached, then stopped: the agent still writes each turn into its ring (a ring
         # is never waited on), and the reader's process does nothing meanwhile (no poll, no fold). Against
@@ -604,12 +650,14 @@ def stop_subject(subject: str, proc: subprocess.Popen[str], server: ProbeServer)
     if subject == "foldmute":
         proc.send_signal(signal.SIGCONT)
         subject = "foldreader"
-    if subject == "mute":
+    if subject in ("mute", "followreader"):
         assert proc.stdin is not None
         proc.stdin.write("\n")
         proc.stdin.flush()
         read_line(proc, server)
         proc.wait(60)
+        if subject == "followreader":
+            wait_for(lambda: server._nfollowers == 0, 60)
     elif subject in READERS:
         # Detach: the reader stops at a sentinel, so it has read (or been told it lost) everything.
         server.publish({"k": "bench_end"})
@@ -814,6 +862,10 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # foldfloor: the fold reader on B alone (as foldreader), B's publish() the floor of the agent's thread
         # sending it (see floor_publish): the least any restructuring of today's send could add.
         reader_of = "foldreader" if ab or subject == "foldfloor" else subject
+        # followvsfold: both twins record; A's inspector the fold reader (today's), B's the recording
+        # follower (open_live): B - A is what following the recording saves the agent a turn.
+        if subject == "followvsfold":
+            proc_a, reader_of = start_subject("foldreader", a[0], rt), "followreader"
         if subject == "foldpath":
             a[0].fold_straight = False
         if subject == "foldcoalesce":
@@ -871,7 +923,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
                 continue
             if side[0].__dict__.pop("publish", None) is not None:  # (foldfloor's: the real one for the drain)
                 side[0]._send_now()  # (what it held back: it marks nothing held for the reader to ask for)
-            reader = reader_of
+            reader = "foldreader" if p is proc_a else reader_of  # (A's is a fold reader where it has one)
             if reader == "foldmute":
                 # Running again before the drain: the agent's last turns may be held for a send that
                 # never comes (engine.probe.agent_send.FOLD_COALESCE) until the reader asks for them.
@@ -1403,7 +1455,13 @@ LIVE_READER = """
 import sys, threading, time
 from inspector.sources import NewTurn
 from inspector.sources.live import LiveSource
-src = LiveSource(int(sys.argv[1]), timeout=10)
+how = sys.argv[2] if len(sys.argv) > 2 else "live"
+if how == "follow":  # `cp-inspect attach`'s source on a recording agent: it reads the recording
+    from inspector.sources.live_recording import RecordingFollower, open_live
+    src, why = open_live(int(sys.argv[1]), timeout=10)
+    assert isinstance(src, RecordingFollower), why
+else:  # the elided stream (live), or the fold stream `cp-inspect attach` reads of an agent that does not record
+    src = LiveSource(int(sys.argv[1]), timeout=10, fold=how == "fold")
 print("ATTACHED", flush=True)
 def cpu():
     for line in sys.stdin:
@@ -1426,9 +1484,11 @@ def follow_latency(args: argparse.Namespace) -> None:
     import random
 
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
-    trees = {"this": str(REPO)}
+    # Reader name -> (its tree, how it reads: LIVE_READER's argument).
+    readers = {f"this-{how}" if how != "live" else "this": (str(REPO), how) for how in args.latency_readers.split(",")}
     if args.reader_tree:
-        trees["other"] = args.reader_tree
+        readers["other"] = (args.reader_tree, "live")
+    trees = {k: v[0] for k, v in readers.items()}
     rng = random.Random(15)
     lat: dict[str, list[float]] = {k: [] for k in trees}
     busy: dict[str, list[float]] = {k: [] for k in trees}  # reader CPU a turn
@@ -1458,8 +1518,9 @@ def follow_latency(args: argparse.Namespace) -> None:
         turn = args.warmup
         order = list(trees) if rnd % 2 == 0 else list(reversed(trees))
         for name in order + list(reversed(order)):
+            how = readers[name][1]
             reader = subprocess.Popen(
-                [sys.executable, "-c", LIVE_READER, str(os.getpid())],
+                [sys.executable, "-c", LIVE_READER, str(os.getpid())] + ([how] if how != "live" else []),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -1468,7 +1529,10 @@ def follow_latency(args: argparse.Namespace) -> None:
             )
             assert reader.stdin is not None
             assert read_line(reader, server) == "ATTACHED"
-            wait_for(lambda server=server: server.client_count == 1)  # type: ignore[misc]
+            if how == "follow":
+                wait_for(lambda server=server: server._nfollowers == 1)  # type: ignore[misc]
+            else:
+                wait_for(lambda server=server: server.client_count == 1)  # type: ignore[misc]
             drain(server)
             time.sleep(1.5)  # its snapshot read, and the backfill a quiet agent brings about
             got: dict[int, float] = {}
@@ -1503,7 +1567,7 @@ def follow_latency(args: argparse.Namespace) -> None:
                     lat[name].append(at - sent[tr])
             reader.terminate()
             reader.wait(60)
-            wait_for(lambda server=server: server.client_count == 0, 60)  # type: ignore[misc]
+            wait_for(lambda server=server: server.client_count == 0 and server._nfollowers == 0, 60)  # type: ignore[misc]
         pipe.close()
     med = statistics.median
     for name in trees:
@@ -2334,7 +2398,8 @@ def main() -> None:
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
         "turn sent at its close, B's closes coalesced; foldlinger: a fold reader on both, A's turns sent on the agent's "
-        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views; foldfloor: as foldreader, B's turns sent by the floor of a send from publish, floor_publish): what each adds to a turn, two Pipelines' "
+        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views; foldfloor: as foldreader, B's turns sent by the floor of a send from publish, floor_publish; followreader (with --recording): "
+        "the recording follower, open_live; followvsfold (with --recording): the fold reader on A, the follower on B): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )
     ap.add_argument("--pairs", type=int, default=150, help="--twin: timed pairs of turns a round")
@@ -2457,6 +2522,13 @@ def main() -> None:
     )
     ap.add_argument("--idle", type=float, default=20.0, help="--follow-latency: idle seconds after the turns")
     ap.add_argument("--reader-tree", default=None, help="--follow-latency: another tree's live source beside this one's")
+    ap.add_argument(
+        "--latency-readers",
+        default="live",
+        help="--follow-latency: this tree's readers, comma-separated: live (the elided stream), fold (the fold "
+        "stream: `attach` of an agent that does not record), follow (the recording follower: `attach` of a "
+        "recording agent; needs --recording)",
+    )
     ap.add_argument(
         "--reader-wait",
         choices=("poll", "block"),

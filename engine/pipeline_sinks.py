@@ -97,6 +97,10 @@ class Sinks(PipelineState):
             # An inspector that sees the agent exit can then say where the session is kept.
             hello = {**header, "recording": os.path.abspath(record)} if record else header
             self.probe = _start_probe(hello, self.journal, redact)
+            if record and self.probe is not None:
+                # An inspector may read the turns from the recording rather than be sent them: nothing
+                # is then encoded or sent for it a turn (engine.probe.handshake, "Following the recording").
+                self.probe.follow_recording = True
         if self.recorder is not None or self.probe is not None:
             self.journal.subscribe(self._publish)
 
@@ -143,6 +147,8 @@ class Sinks(PipelineState):
         """Say once that the recording stopped (the journal counts each refused event in sink_errors)."""
         if self.recording_error is None:
             self.recording_error = exc
+            if self.probe is not None:
+                self.probe.recording_stopped(str(exc))  # (its followers attach again: the journal comes live)
             import warnings
 
             warnings.warn(

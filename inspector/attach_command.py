@@ -47,13 +47,17 @@ def attach(pid: str, theme: str | None = None) -> None:
     if target is None:
         fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)
     check_theme(theme)  # (the plain path: typer's callback does it on the other)
-    from inspector.sources.live import LiveSource
+    from inspector.sources.live_recording import open_live
 
     try:
-        # The fold stream: the agent need not build its turns' traces for us (we rebuild them).
-        src = LiveSource(target[0], session=target[1], fold=True)
+        # A recording agent's turns read from its recording (the agent sends nothing a turn for us),
+        # else the fold stream: the agent need not build its turns' traces for us (we rebuild them).
+        src, why = open_live(target[0], session=target[1], fold=True)
     except ContextPipeError as exc:
         fail(str(exc))
+    if why is not None:
+        # (recording_open.warn's line, without importing typer on this path: see the module's docstring)
+        sys.stderr.write(f"cp-inspect: warning: {why}\n")
     run_live(src, theme, process_ended(*target))
 
 

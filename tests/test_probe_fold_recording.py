@@ -24,6 +24,7 @@ from engine.probe.agent_send import AGENT_WINDOW
 from engine.recording.cpsession import RecordingWriter
 from inspector.sources.file import FileSource
 from inspector.sources.live import LiveSource
+from inspector.sources.live_recording import RecordingFollower, open_live
 from tests.support.fold_stream import fold_pipeline, wait_until
 from tests.test_probe_fold import T, _Follower, _turn
 
@@ -51,28 +52,45 @@ def _record_journal(pipe: Any, hello: dict[str, Any], path: Path) -> None:
             w.append(ev)
 
 
-@pytest.mark.parametrize("record", [False, True])
-def test_the_attached_view_of_a_paced_agent_is_its_recording_turn_by_turn(rtdir: Path, record: bool) -> None:
+@pytest.mark.parametrize("record,follow", [(False, False), (True, False), (True, True)])
+def test_the_attached_view_of_a_paced_agent_is_its_recording_turn_by_turn(
+    rtdir: Path, record: bool, follow: bool
+) -> None:
+    """follow: `cp-inspect attach`'s source (open_live) on a recording agent reads the turns from the
+    recording itself (inspector/sources/live_recording.py): the agent publishes nothing for it."""
     path = rtdir.parent / f"session-{record}.cpsession"
     pipe = fold_pipeline(rtdir, record=str(path) if record else None)
     probe = pipe.probe
     closed = False
     try:
         _turn(pipe, 0)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=IDLE, fold=True)
-        assert src._folding
+        src: Any
+        if follow:
+            src, why = open_live(os.getpid(), timeout=T, backfill_idle=IDLE)
+            assert why is None and isinstance(src, RecordingFollower)
+            wait_until(lambda: probe._nfollowers == 1, "the follower never said hello")
+            assert probe.client_count == 0  # not attached: publish() returns at its first test
+        else:
+            src = LiveSource(os.getpid(), timeout=T, backfill_idle=IDLE, fold=True)
+            assert src._folding
         view = _Follower(src)
-        wait_until(
-            lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
-        )
+        if not follow:
+            wait_until(
+                lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
+            )
         turns = list(range(1, 22))
         sends = probe.agent_sends
         _session(pipe, turns)
         pipe.close_turn()
         view.wait_for(turns[-1])
-        # The paced turns went from publish() on the agent's thread (not all by the I/O thread).
-        assert probe.agent_sends > sends
-        assert src.asked_traces == 0  # every turn rebuilt from the stream, none asked of the agent
+        if follow:
+            # Nothing was sent, queued or encoded for it on any thread.
+            assert probe.agent_sends == sends == 0 and probe.agent_writes == 0
+            assert not probe._pending and probe.client_count == 0
+        else:
+            # The paced turns went from publish() on the agent's thread (not all by the I/O thread).
+            assert probe.agent_sends > sends
+            assert src.asked_traces == 0  # every turn rebuilt from the stream, none asked of the agent
         shown = {
             t: (
                 dict(src.full_trace(t)),

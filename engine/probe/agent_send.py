@@ -445,6 +445,8 @@ class AgentSend(IOLoop):
         if self._nclients != 1 or self.redact or self._stopping or self._due is not None:
             return None
         for c in self._clients.values():
+            if c.follows:
+                continue  # (reads the recording: see handshake, "Following the recording")
             # (A fold client too: its turn, every event waiting with the one published, goes by _fold_now.)
             if c.ring is None or (c.fold and not self.fold_straight):
                 return None
@@ -666,7 +668,7 @@ class AgentSend(IOLoop):
                         return True
             if self._more:
                 return False
-            clients = list(self._clients.values())
+            clients = [c for c in self._clients.values() if not c.follows]  # (followers: nothing to send)
             if not 0 < len(clients) <= AGENT_CLIENTS:
                 return False
             for c in clients:

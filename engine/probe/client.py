@@ -152,6 +152,8 @@ class ProbeClient:
         self._fds: list[int] = []  # descriptors received, not yet claimed by a `ring` frame
         self._overrun = 0  # ring bytes lost since the last look, to report as `dropped`
         self._ring_held = False  # the agent marks the events it holds back in the ring (see ring)
+        # The agent agreed that this client reads its recording file (see connect_path's `follow`).
+        self.following = False
 
     # ---------------------------------------------------------------- connecting
 
@@ -170,6 +172,7 @@ class ProbeClient:
         ring: bool | None = None,
         tail: bool = False,
         fold: bool = False,
+        follow: bool = False,
     ) -> ProbeClient:
         """Attach to agent `pid` (session `session` of a process that serves several, like the proxy). Raises NoSuchProcess, NotServing, PermissionDenied, ProtocolMismatch,
         ProbeTimeout (all ProbeError)."""
@@ -216,6 +219,7 @@ class ProbeClient:
             ring=ring,
             tail=tail,
             fold=fold,
+            follow=follow,
         )
 
     @classmethod
@@ -233,6 +237,7 @@ class ProbeClient:
         ring: bool | None = None,
         tail: bool = False,
         fold: bool = False,
+        follow: bool = False,
     ) -> ProbeClient:
         """Connect to a socket path directly (used by `connect`, `list_agents` and tests).
 
@@ -261,6 +266,10 @@ class ProbeClient:
         `.fold` says whether the agent sends it. It announces protocol FOLD_PROTOCOL (2): an agent from
         before it refuses that with ProtocolMismatch, and the caller attaches again without `fold`.
         Without `fold` it announces 1 (`protocol`: tests announce another), which every agent speaks.
+        `follow`: ask to read the agent's recording file instead of being sent its journal (engine.probe.
+        handshake, "Following the recording"); `.following` says whether the agent agreed (its hello names
+        the file as "recording" and no snapshot follows). An agent that does not record, or from before
+        following, attaches the client as the other flags ask, as if `follow` were not there.
         """
         deadline = time.monotonic() + timeout
         while True:
@@ -302,6 +311,8 @@ class ProbeClient:
         try:
             # Announce our version first, so an agent with another version can say so by name.
             hello: dict[str, Any] = {"k": "hello", "protocol": protocol}
+            if follow:
+                hello["follow"] = True
             if lean:
                 hello["lean"] = True
                 if elide:
@@ -353,6 +364,7 @@ class ProbeClient:
         # then lags behind the elided events after the last one sent, and a range fetch says the rest.
         client.quiet = quiet and client.elide and frame.get("quiet") is True
         client.fold = fold and client.quiet and protocol >= FOLD_PROTOCOL and frame.get("fold") is True
+        client.following = follow and frame.get("following") is True and int(frame.get("snapshot", 0)) == 0
         return client
 
     # ---------------------------------------------------------------- reading

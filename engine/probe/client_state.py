@@ -91,6 +91,7 @@ class Client:
         "protocol",
         "attached",
         "tracing",
+        "follows",
     )
 
     def __init__(self, sock: socket.socket, uid: int) -> None:
@@ -168,6 +169,10 @@ class Client:
         # Counted in _ntracing: it sent a valid hello and does not read the fold stream, so it reads
         # the turns' traces (see ClientQueues.tracing_clients).
         self.tracing = False
+        # Reads the agent's recording file itself (its hello said `"follow": true` and the agent records:
+        # see handshake, "Following the recording"): never attached, nothing published or queued for it;
+        # it is answered pings and trace fetches, and learns from the connection's end that the agent is.
+        self.follows = False
 
     def lose(self, n: int) -> None:
         """Count `n` events this client will never get; announced before its next event."""

@@ -12,6 +12,19 @@ since what follows it depends on what the client asks; the client is attached to
 (see _register), and only a valid hello asking for a stream with traces makes the agent build them. Anything else, a corrupt or oversized frame, or another protocol version gets an
 error frame and that connection is closed. A peer with another uid gets "permission_denied".
 
+Following the recording (issue 15.4): an agent that records (`follow_recording`, set by the Pipeline
+that writes the recording its hello names as "recording") and a client whose hello says `"follow": true`
+(with whatever else it would ask for) make that client a follower: it gets a hello with `"following":
+true` and no snapshot, is never attached (not counted in _nclients, so publish() returns at its first
+test as with nobody attached: no event is queued, encoded or sent for it on any thread), and reads the
+turns from the recording file, which the agent writes anyway (a turn's chunk at its close). It is still
+answered pings and trace fetches, and the connection's end tells it the agent has gone. An agent that
+does not record, or whose recorder stopped (a full disk: `recording_stopped`, which also ends each
+follower's connection with a "recording_stopped" error frame), answers such a hello as if `follow` were
+not there: the client is attached as before. So does an agent from before following (it ignores the
+flag). A follower that cannot use the file (another user's, moved, not a regular file) connects again
+without `follow` (inspector/sources/live_recording.py).
+
 Admission (the client limit, the descriptors kept for the agent, the accept budget) is
 engine.probe.admission's; a connection it admits is registered here.
 """
@@ -289,6 +302,16 @@ class Handshake(Admission):
                         client_protocol=theirs,
                     )
                     return
+                if f.get("follow") is True and not c.attached and self._may_follow():
+                    if not c.follows:
+                        self._follow(c, theirs)
+                    continue
+                if c.follows:
+                    # A follower's hello without `follow`: attached from here, sent a hello and the
+                    # snapshot as a new client is (see _start).
+                    c.follows = False
+                    self._nfollowers -= 1
+                    c.hello_due = 0.0
                 if not c.attached:
                     if not _asks_fold(f):
                         # It reads the turns' traces (any stream but the fold stream's): counted before
@@ -358,6 +381,55 @@ class Handshake(Admission):
                 self._fail(c, "unknown_kind", f"unknown frame kind {kind!r}: the probe stream is read-only")
                 return
         self._pump(c)
+
+    def _may_follow(self) -> bool:
+        """Whether a client may follow this agent's recording: it records, and its recorder has not
+        stopped (see "Following the recording")."""
+        return self.follow_recording and self._recording_stopped is None and bool(self._hello.get("recording"))
+
+    def _follow(self, c: Client, protocol: int) -> None:
+        """Make `c` a follower (see "Following the recording"): its hello, with no snapshot, and nothing
+        else; never attached, so no event is kept for it. Its cursor stays at the head (see queues._fill),
+        so it holds back no release of the ring."""
+        c.follows = True
+        c.protocol = protocol
+        c.hello_due = None
+        c.cursor = self._head
+        self._nfollowers += 1
+        try:
+            src = self._snapshot()
+            turns, tap_errors = self._count_turns(src, len(src))
+        except Exception:
+            turns, tap_errors = 0, 0
+        frame = self._hello_frame(0, turns, tap_errors, None, protocol)
+        frame["following"] = True
+        c.outbuf += encode_frame(frame)
+
+    def recording_stopped(self, why: str) -> None:
+        """The agent's recorder stopped (a full disk, a write the OS refused): no client may follow the
+        recording from now on, and each following one is told so (a "recording_stopped" error frame, then
+        the connection closes) by the I/O thread, woken here: it attaches again and is served the
+        journal live, the turns the file lacks with it. Called on the agent's thread; never raises."""
+        try:
+            self._recording_stopped = why or "the recording stopped"
+            if self._nfollowers:
+                self._wake()
+        except Exception:
+            pass
+
+    def _stop_followers(self) -> None:
+        """Tell every follower the recording stopped (see recording_stopped). On the I/O thread."""
+        why = self._recording_stopped
+        for c in list(self._clients.values()):
+            if c.follows and c.closing_deadline is None:
+                self._fail(
+                    c,
+                    "recording_stopped",
+                    f"the agent's recording stopped ({why}): attach again to be served its journal live",
+                )
+
+    def _wake(self) -> None:  # ProbeServer's
+        raise NotImplementedError
 
     def _queue_fetch(self, c: Client, turns: Any) -> None:
         """Queue whole traces for the client (see lean); answered by _fill within the CPU budget. A

@@ -290,6 +290,8 @@ class IOLoop(CpuBudget, Handshake):
         if not self._round_open:
             self._enc_cache.clear()
         self._release_read()
+        if self._recording_stopped is not None and self._nfollowers:
+            self._stop_followers()
         self._expire_closing()
         self._resume_listener()
         return moved

@@ -98,6 +98,13 @@ class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers, ElidedFill):
         # stream but the fold stream): only these make the Pipeline build each turn's trace as it comes
         # (see tracing_clients). Written by the I/O thread only.
         self._ntracing = 0
+        # Clients that read the agent's recording file instead of being published to (see handshake,
+        # "Following the recording"); never counted in _nclients. Written by the I/O thread only.
+        self._nfollowers = 0
+        # Whether this agent offers following: it writes the recording its hello names (set by the
+        # Pipeline that records), and why its recorder stopped, once it has (then it offers it no more).
+        self.follow_recording = False
+        self._recording_stopped: str | None = None
         # The kinds publish() may leave waiting while every client is quiet (see server.publish): the
         # elided ones, or with a fold client attached the fold stream's (see elide.FOLD_DEFER_KINDS).
         self._defer_kinds: frozenset[str] = ELIDED_KINDS
@@ -206,7 +213,7 @@ class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers, ElidedFill):
         head = self._head
         low = head
         for c in self._clients.values():
-            if c.cursor < low:
+            if c.cursor < low and not c.follows:
                 low = c.cursor
         cap = self._cap
         start = max(self._released, head - cap)  # (slots before head - cap hold newer events now)
@@ -325,6 +332,13 @@ class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers, ElidedFill):
     def _fill(self, c: Client) -> None:
         if c.hello_due is not None:
             return  # its hello is not sent yet (see handshake._start): nothing may go before it
+        if c.follows:
+            # Reads the recording (see handshake, "Following the recording"): no live event is for it,
+            # only the answers to its fetches.
+            c.cursor = self._head
+            if c.fetch:
+                self._fill_fetch(c)
+            return
         if c.snap_src is not None and not self._fill_snapshot(c):
             return
         # The live stream first, then the fetches within what is left of the pass's CPU budget and of
@@ -645,6 +659,9 @@ class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers, ElidedFill):
         c.skip_ids = frozenset()
         c.outbuf = bytearray()
         c.inbuf = bytearray()
+        if c.follows:
+            c.follows = False
+            self._nfollowers -= 1
         if c.ring is not None:
             self._held_rings = tuple(r for r in self._held_rings if r is not c.ring)
             c.ring.close()

@@ -407,6 +407,8 @@ class ProbeServer(Handoff):
         Make publish() a no-op and close() leave the parent's socket alone."""
         self._nclients = 0
         self._ntracing = 0  # (and the child's turns built for no reader: see tracing_clients)
+        self._nfollowers = 0
+        self.follow_recording = False  # (the parent's recording: not written from the child)
         self._close_schedstat()  # (the parent's agent thread's, not one of ours)
         self.bracket = False
         self._ring_one = None  # (the parent's ring, mapped here too: never written from the child)

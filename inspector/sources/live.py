@@ -101,15 +101,24 @@ class LiveSource(LiveFetch):
         elide: bool = True,
         backfill_idle: float | None = BACKFILL_IDLE,
         fold: bool = False,
+        follow_recording: bool = False,
     ) -> None:
         """`lean=False` asks for every turn whole (the stream before the lean one); `elide=False` (with
         lean) for every event (the lean stream before the elided one); `backfill_idle=None` fetches
         summarized traces and elided events only when they are needed. `fold=True` (with elide) asks for
         the fold stream (see _fold_new), so that the agent need not build its turns' traces for us
-        (`cp-inspect attach` asks; from an agent that does not offer it, the elided stream)."""
+        (`cp-inspect attach` asks; from an agent that does not offer it, the elided stream).
+        `follow_recording=True` asks to read a recording agent's turns from its recording instead
+        (engine.probe.handshake, "Following the recording"): if the agent agrees, `client.following` says
+        so and nothing is read here (inspector/sources/live_recording.py takes it from there); if not,
+        this is the source it would have been without it."""
         super().__init__(
             pid, timeout, session, lean=lean, elide=elide, backfill_idle=backfill_idle, fold=fold
         )
+        self.follow_recording = follow_recording
+        # Attach for the whole snapshot, not its tail: a recording follower that falls back here goes on
+        # from the first turn it had not shown, which a tail's stand-ins would not number yet.
+        self.whole_snapshot = False
         try:
             self._connect()
         except BaseException:
@@ -232,8 +241,9 @@ class LiveSource(LiveFetch):
                     lean=self.lean,
                     elide=self.elide,
                     poll=True,
-                    tail=tail,
+                    tail=tail and not self.whole_snapshot,
                     fold=fold,
+                    follow=self.follow_recording,
                 )
             except ProtocolMismatch:
                 if not fold:

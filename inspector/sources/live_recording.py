@@ -1,0 +1,292 @@
+"""A recording agent watched through its recording file (`RecordingFollower`), and `open_live`, which
+attaches to an agent that way when it can and as before when it cannot (issue 15.4).
+
+Sent its turns on the probe (the fold stream, inspector/sources/live.py), an attached inspector cost the
+agent's thread one encode and one send a turn, cold after the model call: ~3.5% of a paced 1-2 ms turn
+at best, and no restructuring of that send reached the goal of 2% (BENCHMARKS.md, the forty-seventh
+session). An agent that records writes every turn to its recording anyway (a turn's chunk at its
+close), so its inspector reads it there: its hello asks to follow (engine.probe.handshake, "Following
+the recording"), the agent names its file and publishes nothing for it, and this source follows the
+file on a timer of its own (engine.probe.poll: no inotify watch, whose events the agent's write() would
+raise) as a replay of a growing recording (inspector/sources/file.py), so what it shows is what the
+recording holds: the same traces, contents and figures. The connection stays open only to learn that
+the agent has gone (its recorder closes the file before its probe, so the file is whole by then) or
+that its recording stopped.
+
+The file is trusted only as the agent's own (the hello names it, and a hostile or confused agent, or a
+path seen through another mount namespace, could name anything): a regular file (not a symbolic link,
+a FIFO or a device), owned by the agent's user (this one: the probe serves its own user only), the same
+file when opened as when looked at, and a recording whose header has the hello's start time, model and
+provider. Anything else, or a file that cannot be read here, is said in one line (`open_live`'s second
+value) and the agent is attached as before, on a new connection whose snapshot has every turn. So is a
+recording that goes wrong while it is followed (cut shorter than what was read, a corrupt frame, the
+agent's recorder stopping): the source attaches again, the snapshot whole, and goes on from the first
+turn it had not shown. A file renamed or unlinked meanwhile is still the one the agent writes (both hold
+it open): it is followed on.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from engine.probe.client import ProbeError
+from engine.probe.poll import PollInterval
+from engine.recording.cpsession import RecordingError, RecordingReader
+from engine.recording.journal import trace_of
+from engine.trace_schema import Trace
+from engine.whatif import Overrides
+from inspector.sources import Chunk, Disconnected, NewTurn, SourceEvent, cancelled_event
+from inspector.sources.file import FileSource
+from inspector.sources.live import LiveSource
+from inspector.timeline import summarize
+
+# The hello's fields the recording's header must hold too: the same agent's same session.
+_SAME = ("start_time", "model", "provider")
+
+
+class Untrusted(Exception):
+    """The recording a hello names cannot be followed: the message says what it is and why."""
+
+
+def open_trusted(path: Any, hello: dict[str, Any], uid: int | None = None) -> RecordingReader:
+    """The recording `path` (from an agent's hello), opened, if it is that agent's: see the module
+    docstring. Raises Untrusted saying why not."""
+    uid = os.getuid() if uid is None else uid
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise Untrusted(f"the agent named its recording as {path!r:.80}, not an absolute path")
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise Untrusted(f"the agent's recording {path} cannot be read here ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise Untrusted(f"the agent's recording {path} is a symbolic link, not the file it writes")
+    if not stat.S_ISREG(st.st_mode):
+        raise Untrusted(f"the agent's recording {path} is not a regular file")
+    if st.st_uid != uid:
+        raise Untrusted(f"the agent's recording {path} belongs to uid {st.st_uid}, not the agent's ({uid})")
+    try:
+        reader = RecordingReader.open(path)
+    except RecordingError as exc:
+        raise Untrusted(f"the agent's recording cannot be read: {exc}") from None
+    try:
+        now = os.fstat(reader._fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise Untrusted(f"the agent's recording {path} was replaced while it was opened")
+        header = reader.header
+        differs = [k for k in _SAME if header.get(k) != hello.get(k)]
+        if differs:
+            raise Untrusted(
+                f"{path} is not this agent's recording (its {', '.join(differs)} differ from the agent's)"
+            )
+    except BaseException:
+        reader.close()
+        raise
+    return reader
+
+
+class RecordingFollower(FileSource):
+    """A recording agent's session read from its recording as it grows (see the module docstring). Built
+    by `open_live` from the LiveSource whose connection the agent agreed to let follow."""
+
+    kind = "live"
+
+    def __init__(self, live: LiveSource, reader: RecordingReader) -> None:
+        super().__init__(reader.path, follow=True, reader=reader)
+        self.live = live  # its connection: the agent's end, and where the session goes if the file fails
+        self.pid, self.session, self.timeout = live.pid, live.session, live.timeout
+        self.header = {**live.header, "recording": str(reader.path), "following": True}
+        if self.reader.damage is not None:
+            self.header["damage"] = self.reader.damage.message
+        self._shown_up_to = max(self.reader.turn_numbers(), default=-1)  # the newest turn handed on
+        self._fallen_back: str | None = None  # why the session is served live now (see _fall_back)
+        self._closed = False
+
+    @property
+    def target(self) -> str:
+        return self.live.target
+
+    def follow(self) -> Iterator[SourceEvent]:
+        """New turns as the file grows, looked for on a timer of this source's own (POLL_MIN after a turn,
+        up to POLL_MAX when quiet); Disconnected when the agent has gone, after the file's last turns."""
+        poll = PollInterval()
+        stop = cancelled_event()
+        while not self._closed:
+            if self._fallen_back is None:
+                why = self._file_trouble()
+                if why is None:
+                    try:
+                        new = self._read_on()
+                    except RecordingError as exc:
+                        why = f"the recording could not be read on ({exc})"
+                    else:
+                        got = False
+                        for ev in new:
+                            if ev.get("k") == "turn":
+                                got = True
+                                yield self._new_turn(ev)
+                        if got:
+                            poll.got()
+                if why is None:
+                    why, gone = self._agent_state()
+                    if gone:
+                        for ev in self._read_on_quietly():
+                            if ev.get("k") == "turn":
+                                yield self._new_turn(ev)
+                        yield Disconnected(f"agent pid {self.target} disconnected")
+                        return
+                if why is not None:
+                    try:
+                        self._fall_back(why)
+                    except ProbeError as exc:
+                        yield Disconnected(f"{why}, and attaching again failed: {exc}")
+                        return
+                    yield from self._live_turns(self.live.load_initial())
+                    yield from self._live_turns(self.live.follow())
+                    return
+            if stop is not None and stop.is_set():
+                return
+            nap = poll.idle()
+            if stop is not None:
+                stop.wait(nap)
+            else:
+                time.sleep(nap)
+
+    def _new_turn(self, ev: dict[str, Any]) -> NewTurn:
+        self._shown_up_to = max(self._shown_up_to, ev["turn"])
+        return NewTurn(summarize(self._remember(ev["turn"], trace_of(ev))))
+
+    def _live_turns(self, events: Any) -> Iterator[SourceEvent]:
+        """The live source's turns and events from where the file left off (the turns shown before it
+        fell back are skipped: the timeline has them)."""
+        for ev in events:
+            if isinstance(ev, dict):
+                ev = NewTurn(ev)
+            if (
+                isinstance(ev, NewTurn)
+                and type(ev.trace.get("turn")) is int
+                and ev.trace["turn"] <= self._shown_up_to
+            ):
+                continue
+            yield ev
+
+    def _file_trouble(self) -> str | None:
+        """Why the file cannot be followed on, or None: cut shorter than what was read (truncated, or
+        rewritten from the start)."""
+        try:
+            size = os.fstat(self.reader._fd).st_size
+        except OSError as exc:
+            return f"the recording cannot be read on ({exc.strerror or exc})"
+        if size < self.reader._seen_size:
+            return f"the recording was cut to {size} bytes while it was followed"
+        return None
+
+    def _agent_state(self) -> tuple[str | None, bool]:
+        """(why to attach live instead, or None; whether the agent has gone) from the connection: an
+        error frame (its recording stopped), or its end."""
+        client = self.live.client
+        try:
+            while client.recv(0.0) is not None:
+                pass  # (pongs, and anything else it may say)
+        except ProbeError as exc:
+            return f"the agent's recording cannot be followed on ({exc})", False
+        return None, client.disconnected
+
+    def _read_on_quietly(self) -> list[dict[str, Any]]:
+        try:
+            return self._read_on()
+        except RecordingError:
+            return []
+
+    def _fall_back(self, why: str) -> None:
+        """Attach to the agent live (a new connection, its whole snapshot, so no turn is lost) and serve
+        the session from there on."""
+        self.header["follow_stopped"] = why
+        live = self.live
+        live.client.close()
+        live.follow_recording = False
+        live.whole_snapshot = True
+        live._connect()
+        self._fallen_back = why
+
+    # Once fallen back, what the app asks is the live source's (it holds the whole journal).
+    def _served(self) -> LiveSource | None:
+        return self.live if self._fallen_back is not None else None
+
+    def full_trace(self, turn: int) -> Trace:
+        live = self._served()
+        return live.full_trace(turn) if live is not None else super().full_trace(turn)
+
+    def section_content(self, turn: int, section_id: str) -> str:
+        live = self._served()
+        return (
+            live.section_content(turn, section_id)
+            if live is not None
+            else super().section_content(turn, section_id)
+        )
+
+    def request_body(self, turn: int) -> str:
+        live = self._served()
+        return live.request_body(turn) if live is not None else super().request_body(turn)
+
+    def replan(self, turn: int, overrides: Overrides) -> Trace:
+        live = self._served()
+        return live.replan(turn, overrides) if live is not None else super().replan(turn, overrides)
+
+    def why_missed(self, turn: int) -> dict[str, Any]:
+        live = self._served()
+        return live.why_missed(turn) if live is not None else super().why_missed(turn)
+
+    def simulate(self, overrides: Overrides, cancelled: Callable[[], bool] | None = None) -> dict[str, Any]:
+        live = self._served()
+        return (
+            live.simulate(overrides, cancelled)
+            if live is not None
+            else super().simulate(overrides, cancelled)
+        )
+
+    def shadow_summary(self) -> dict[str, Any] | None:
+        live = self._served()
+        return live.shadow_summary() if live is not None else super().shadow_summary()
+
+    def save(self, path: str | Path) -> int:
+        live = self._served()
+        return live.save(path) if live is not None else super().save(path)
+
+    def load_chunks(self, first: int = FileSource.FIRST_CHUNK, size: int = 2000) -> Iterator[Chunk]:
+        """The turns in the file when it was opened (new ones come by follow())."""
+        yield from super().load_chunks(first, size)
+
+    def close(self) -> None:
+        self._closed = True
+        self.live.close()
+        super().close()
+
+
+def open_live(
+    pid: int, session: int | None = None, timeout: float = 3.0, *, follow: bool = True, **kw: Any
+) -> tuple[LiveSource | RecordingFollower, str | None]:
+    """Attach to agent `pid` as `cp-inspect attach` does (the fold stream, see LiveSource), following its
+    recording instead when it records and the file is its own (see the module docstring). The second
+    value says why a recording named by the agent is not followed (one line, for a warning), else None."""
+    kw.setdefault("fold", True)
+    live = LiveSource(pid, timeout=timeout, session=session, follow_recording=follow, **kw)
+    if not live.client.following:
+        return live, None
+    try:
+        reader = open_trusted(live.client.hello.get("recording"), live.client.hello)
+    except Untrusted as exc:
+        live.client.close()
+        live.follow_recording = False
+        live._connect()
+        return live, f"{exc}: its turns are sent live instead"
+    try:
+        return RecordingFollower(live, reader), None
+    except BaseException:
+        reader.close()
+        live.close()
+        raise

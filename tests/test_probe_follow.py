@@ -1,0 +1,192 @@
+"""Following a recording agent's recording instead of being sent its turns (engine.probe.handshake,
+"Following the recording"; inspector/sources/live_recording.py): the agent publishes nothing for such a
+client; a file the inspector must not trust, an agent that does not record, a recording that stops or
+is cut while followed, each falls back to today's live stream and loses no turn. Real agents (Pipelines
+serving their probe), real sockets and files."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.probe.client import ProbeClient
+from engine.probe.server import ProbeServer
+from engine.recording.cpsession import RecordingError, RecordingWriter
+from inspector.sources.live import LiveSource
+from inspector.sources.live_recording import RecordingFollower, open_live
+from tests.support.fold_stream import fold_pipeline, wait_until
+from tests.test_probe_fold import T, _Follower, _turn
+
+HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.2.0", "start_time": 1234.5}
+
+
+def _recording(path: Path, header: dict[str, Any] = HELLO) -> Path:
+    with RecordingWriter(path, {k: header[k] for k in ("model", "provider", "start_time")}) as w:
+        w.append({"k": "turn", "turn": 0, "trace": {"turn": 0}})
+    return path
+
+
+def test_a_follower_is_sent_nothing_and_still_answered(rtdir: Path) -> None:
+    path = rtdir.parent / "s.cpsession"
+    pipe = fold_pipeline(rtdir, record=str(path))
+    try:
+        _turn(pipe, 0)
+        c = ProbeClient.connect(
+            os.getpid(), timeout=T, poll=True, follow=True, lean=True, elide=True, fold=True
+        )
+        try:
+            assert c.following and c.hello["recording"] == str(path) and c.hello["snapshot"] == 0
+            wait_until(lambda: pipe.probe._nfollowers == 1, "no follower")
+            for t in range(1, 6):
+                _turn(pipe, t)
+            assert pipe.probe.client_count == 0 and not pipe.probe._pending
+            assert c.ping()
+            assert c.recv(T, on_socket=True) == {"k": "pong"}  # no event came before the pong
+        finally:
+            c.close()
+        wait_until(lambda: pipe.probe._nfollowers == 0, "the follower was not let go")
+    finally:
+        pipe.close()
+
+
+def test_an_agent_that_does_not_record_is_attached_as_before(rtdir: Path) -> None:
+    pipe = fold_pipeline(rtdir, record=None)
+    try:
+        _turn(pipe, 0)
+        src, why = open_live(os.getpid(), timeout=T)
+        try:
+            assert why is None and type(src) is LiveSource and src._folding and not src.client.following
+            wait_until(lambda: pipe.probe.client_count == 1, "not attached")
+        finally:
+            src.close()
+    finally:
+        pipe.close()
+
+
+def _hostile(rtdir: Path, name: str) -> tuple[Any, str]:
+    """(what the hello names as the recording, the words the refusal must hold)."""
+    d = rtdir.parent
+    if name == "symlink":
+        real = _recording(d / "real.cpsession")
+        (d / "link.cpsession").symlink_to(real)
+        return str(d / "link.cpsession"), "symbolic link"
+    if name == "fifo":
+        os.mkfifo(d / "fifo.cpsession")
+        return str(d / "fifo.cpsession"), "not a regular file"
+    if name == "devzero":
+        return "/dev/zero", "not a regular file"
+    if name == "missing":
+        return str(d / "gone.cpsession"), "cannot be read here"
+    if name == "relative":
+        return "s.cpsession", "not an absolute path"
+    if name == "other_session":
+        return str(
+            _recording(d / "other.cpsession", {**HELLO, "start_time": 99.0})
+        ), "not this agent's recording"
+    if name == "not_a_recording":
+        (d / "huge.cpsession").write_bytes(b"\0" * (4 << 20))
+        return str(d / "huge.cpsession"), "cannot be read"
+    assert name == "other_user"
+    if os.getuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    p = _recording(d / "theirs.cpsession")
+    os.chown(p, 65534, 65534)
+    return str(p), "belongs to uid 65534"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["symlink", "fifo", "devzero", "missing", "relative", "other_session", "not_a_recording", "other_user"],
+)
+def test_a_recording_the_inspector_must_not_trust_is_not_followed(rtdir: Path, name: str) -> None:
+    named, words = _hostile(rtdir, name)
+    events: list[dict[str, Any]] = [{"k": "turn", "turn": 0, "trace": {"turn": 0}}]
+    server = ProbeServer({**HELLO, "recording": named}, lambda: events)
+    server.follow_recording = True
+    server.start()
+    try:
+        src, why = open_live(os.getpid(), timeout=T, fold=False)
+        try:
+            assert type(src) is LiveSource and not src.client.following
+            assert why is not None and words in why and why.endswith("its turns are sent live instead"), why
+            # Attached as before, on its second connection: the snapshot came whole.
+            wait_until(lambda: server.client_count == 1 and server._nfollowers == 0, "not attached")
+            assert [t["turn"] for t in src.load_initial()] == [0]
+        finally:
+            src.close()
+    finally:
+        server.close()
+
+
+def _follow(rtdir: Path, path: Path) -> tuple[Any, RecordingFollower, _Follower]:
+    pipe = fold_pipeline(rtdir, record=str(path))
+    for t in range(3):
+        _turn(pipe, t)
+    src, why = open_live(os.getpid(), timeout=T)
+    assert why is None and isinstance(src, RecordingFollower)
+    view = _Follower(src)  # type: ignore[arg-type]
+    wait_until(lambda: pipe.probe._nfollowers == 1, "no follower")
+    return pipe, src, view
+
+
+def _shown_once_each(view: _Follower, last: int) -> None:
+    view.wait_for(last)
+    seen = [t["turn"] for t in view.turns]
+    assert seen == list(range(last + 1)), seen
+
+
+@pytest.mark.parametrize("trouble", ["stopped", "truncated"])
+def test_a_recording_that_goes_wrong_while_followed_loses_no_turn(rtdir: Path, trouble: str) -> None:
+    path = rtdir.parent / "s.cpsession"
+    pipe, src, view = _follow(rtdir, path)
+    try:
+        for t in range(3, 6):
+            _turn(pipe, t)
+        view.wait_for(5)
+        if trouble == "stopped":
+            # What a full disk does (Pipeline._publish): the probe's followers are told, and attach again.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                pipe._recorder_failed(RecordingError("disk full"))
+            wait_until(lambda: pipe.probe.client_count == 1, "the follower did not attach again")
+        else:
+            os.truncate(path, 100)
+            time.sleep(0.3)  # (looked at before the agent's next write: see _file_trouble)
+        for t in range(6, 10):
+            _turn(pipe, t)
+            time.sleep(0.02)
+        pipe.close_turn()
+        _shown_once_each(view, 9)
+        assert src.header.get("follow_stopped")
+        # What it shows of a turn after the fall-back is the agent's own trace.
+        want = pipe.traces.raw(8)
+        want = want if isinstance(want, dict) else want.build()
+        assert src.full_trace(8)["request_sha256"] == want["request_sha256"]
+        view.stop()
+    finally:
+        pipe.close()
+
+
+def test_the_agent_leaving_ends_the_view_after_its_last_turns(rtdir: Path) -> None:
+    path = rtdir.parent / "s.cpsession"
+    pipe, src, view = _follow(rtdir, path)
+    try:
+        for t in range(3, 7):
+            _turn(pipe, t)
+        pipe.close_turn()
+        moved = path.with_name("moved.cpsession")
+        os.rename(path, moved)  # (still the file the agent writes: followed on)
+        _turn(pipe, 7)
+    finally:
+        pipe.close()
+    _shown_once_each(view, 7)
+    deadline = time.monotonic() + T
+    while view.thread.is_alive():
+        assert time.monotonic() < deadline, "follow() did not end when the agent left"
+        time.sleep(0.01)
+    view.stop()
