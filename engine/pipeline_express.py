@@ -46,6 +46,7 @@ from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
 from engine.providers.anthropic import sends_nothing, silent_error
 from engine.providers.base import Serializer, _SectionRun
+from engine.providers.lane_request import lane_request
 from engine.providers.policy import cache_policy
 from engine.sections import history_section
 from engine.tokens import REPLY_PRIMING_TOKENS
@@ -383,11 +384,21 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
             return None
         hmarks, actions, before_marks, marks_kept = moved
     tok = m.counter.tokenizer.name
-    hrun = ser_obj.grown(applied[c.hidx], c.layout[c.at][1], hmarks, tok, m)
-    layout = list(c.layout)
-    layout[c.at] = (applied[c.hidx], hrun)
-    ser_obj._prune(sums.live_other + len(hrun.keys))
-    ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, False, c.at)
+    # The lane's own pass when its last turn was built by it or by the general steps below as a lane
+    # turn (engine/providers/lane_request.py); else those steps: the history's run grown, the request
+    # made from the last layout with it.
+    made = lane_request(
+        ser_obj, applied[c.hidx], c.layout[c.at][1], hmarks, tok, m, c.layout, c.at, cfg.model,
+        cfg.max_output_tokens, sums.live_other,
+    )  # fmt: skip
+    if made is not None:
+        layout, ser = made
+    else:
+        hrun = ser_obj.grown(applied[c.hidx], c.layout[c.at][1], hmarks, tok, m)
+        layout = list(c.layout)
+        layout[c.at] = (applied[c.hidx], hrun)
+        ser_obj._prune(sums.live_other + len(hrun.keys))
+        ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, False, c.at)
     # What the turn and the next read at once; the rest of the trace when it is read.
     traces = pipe.traces
     last = traces.raw(-1) if traces else None

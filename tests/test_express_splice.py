@@ -34,7 +34,8 @@ def test_steady_lane_turns_splice_the_body_and_call_no_envelope(
     """Every steady lane turn's body is spliced from the last one (the provider's envelope hook is not
     called: before, each lane turn joined every fragment of the body through it), equal to the
     envelope's join, its hash that of its bytes. The first lane turn after a general-path turn calls the
-    envelope once, with a stand-in message, to find where the last body's messages end."""
+    envelope once, with a stand-in message, to find where the last body's messages end. Every lane turn
+    after that one is made by the lane's own pass (lane_request), with the same body."""
     envelopes = [0]
     spliced: list[bool] = []
     real_spliced = getattr(Serializer, "_spliced", None)
@@ -65,13 +66,25 @@ def test_steady_lane_turns_splice_the_body_and_call_no_envelope(
         spliced.append(got is not None)
         return got
 
+    # The lane's own pass (engine/providers/lane_request.py) splices the same way without _spliced,
+    # from the second lane turn of a streak on; the first is spliced by _spliced.
+    real_lane = express.lane_request
+    made = [0]
+
+    def lane_request_of(*a: Any) -> Any:
+        got = real_lane(*a)
+        made[0] += got is not None
+        return got
+
     lane = LaneTurns(monkeypatch, check, before=envelope_of)
     monkeypatch.setattr(Serializer, "_spliced", spliced_of, raising=False)
+    monkeypatch.setattr(express, "lane_request", lane_request_of)
     steady_rounds(provider)
     assert lane.taken >= 28
     assert envelopes[0] == 1, envelopes  # the stand-in, on the first lane turn
     assert spliced and all(spliced), spliced
-    assert len(spliced) == lane.taken
+    assert len(spliced) + made[0] == lane.taken
+    assert made[0] == lane.taken - 1, (made, lane.taken)  # all but the streak's first
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "bedrock"])
