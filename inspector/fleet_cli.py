@@ -21,6 +21,7 @@ from .token_arg import number_option
 
 if TYPE_CHECKING:  # the commands import what they run lazily: `cp-inspect --help` stays quick
     from .sources.live import LiveSource
+    from .sources.live_recording import RecordingFollower
     from .top_app import TopView
 
 
@@ -197,23 +198,26 @@ def report(
     cli_report.report(files, as_json, window_text, svg, model, prices)
 
 
-def attach_from_top(target: str, view: TopView) -> LiveSource | None:
+def attach_from_top(target: str, view: TopView) -> LiveSource | RecordingFollower | None:
     """The live source for the row `top`'s Enter chose, or None with the reason in `view.notice` for the
     next table to show (printed to the terminal, it was hidden at once by that table)."""
     from engine.errors import ContextPipeError
     from engine.probe.runtime_dir import parse_target
 
-    from .sources.live import LiveSource
+    from .sources.live_recording import open_live
 
     parsed = parse_target(target)
     if parsed is None:
         view.notice = f"cannot attach to {target!r}: not a pid"
         return None
     try:
-        return LiveSource(parsed[0], session=parsed[1], fold=True)  # (see attach_command)
+        # (see attach_command; a recording it cannot follow is attached to live, as before: the table's
+        # notice says "not attached", which would be wrong for it)
+        source, _why = open_live(parsed[0], session=parsed[1], fold=True)
     except ContextPipeError as exc:  # it ended between the table and the key press
         view.notice = f"cannot attach to {target}: {exc}"
         return None
+    return source
 
 
 def top(

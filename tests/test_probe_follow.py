@@ -190,3 +190,33 @@ def test_the_agent_leaving_ends_the_view_after_its_last_turns(rtdir: Path) -> No
         assert time.monotonic() < deadline, "follow() did not end when the agent left"
         time.sleep(0.01)
     view.stop()
+
+
+def test_following_again_and_again_leaves_no_descriptor(rtdir: Path) -> None:
+    """Each follower's descriptors (the recording's reader and its text window's, the probe socket, the
+    wake-up pair) go when it is closed, after its follow() has run and ended."""
+    import gc
+
+    path = rtdir.parent / "s.cpsession"
+    pipe = fold_pipeline(rtdir, record=str(path))
+    try:
+        for t in range(3):
+            _turn(pipe, t)
+        before = None
+        for i in range(5):
+            src, why = open_live(os.getpid(), timeout=T)
+            assert why is None and isinstance(src, RecordingFollower)
+            view = _Follower(src)  # type: ignore[arg-type]
+            _turn(pipe, 3 + i)
+            view.wait_for(3 + i)
+            assert src.full_trace(3 + i)["turn"] == 3 + i  # (the text window's reader opened too)
+            view.stop()
+            assert not view.thread.is_alive()
+            wait_until(lambda: pipe.probe._nfollowers == 0, "the agent kept the follower")
+            gc.collect()
+            n = len(os.listdir("/proc/self/fd"))
+            if before is None:
+                before = n
+            assert n == before, (i, n, before)
+    finally:
+        pipe.close()
