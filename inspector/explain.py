@@ -28,6 +28,7 @@ JSON_KEYS = (
     "cache_break",
     "history_rewrite",
     "conversation_branch",
+    "retries",
 )
 
 
@@ -139,6 +140,11 @@ def to_text(
     unsure = t.get("conversation_ambiguous")
     if isinstance(unsure, dict) and unsure.get("note"):  # other captured sessions fit this request as well
         lines.append(f"  {unsure['note']}")
+    tried = t.get("retries")
+    if isinstance(tried, list) and tried:  # failed attempts the agent sent again (engine/capture/proxy/retries.py)
+        from engine.capture.proxy.retries import retried_summary
+
+        lines.append(f"  retried: {retried_summary(tried)}")
     if t.get("error"):  # the call got no answer (an upstream error, a cut stream): said, as usage is
         lines.append(f"  call failed: {t['error']}")
     for al in t.get("alerts", []):

@@ -177,6 +177,7 @@ def proxy(
             "calls": i.calls,
             "errors": i.errors,
             "tap_errors": i.tap_errors,
+            "retried": i.retried,  # failed attempts sent again, kept on their turn (engine/capture/proxy/retries.py)
             "target": i.target,
             "branch": i.branch,  # a conversation with another's opening (engine.capture.lineage)
         }
@@ -189,9 +190,15 @@ def proxy(
     typer.echo(f"proxy stopped ({stop}); {counted(len(summary), 'session')}")
     for s in summary:
         calls, errors = counted(cast(int, s["calls"]), "call"), counted(cast(int, s["errors"]), "error")
-        typer.echo(f"  {s['path']}: {calls}, {errors}{_branched(s.get('branch'))}")
+        typer.echo(f"  {s['path']}: {calls}, {errors}{_retried(s)}{_branched(s.get('branch'))}")
     for note in rec.skipped[:5]:
         typer.echo(f"  not recorded: {note}")
+
+
+def _retried(s: dict[str, Any]) -> str:
+    """', 2 retried attempts' for a session whose failed calls the agent sent again, else ''."""
+    n = s.get("retried")
+    return f", {counted(n, 'retried attempt')}" if isinstance(n, int) and n else ""
 
 
 def _branched(branch: Any, sep: str = " ") -> str:
@@ -556,7 +563,7 @@ def _summary(state: Path, agent_log: Path | None, code: int = 0) -> bool:
     for s in sessions:
         typer.echo(
             f"cp-inspect: session {s['number']} ({s['model']}): {counted(s['calls'], 'call')}, {counted(s['errors'], 'error')}"
-            f"{_branched(s.get('branch'))} -> {s['path']}  (cp-inspect replay {s['path']})",
+            f"{_retried(s)}{_branched(s.get('branch'))} -> {s['path']}  (cp-inspect replay {s['path']})",
             err=True,
         )
     for note in (info.get("skipped") or [])[:5]:

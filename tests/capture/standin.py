@@ -35,6 +35,8 @@ Behaviour by model name, for the bad-input tests:
     *-incomplete              (Responses) the reply stopped at its output limit: `status: incomplete`,
                               `incomplete_details.reason: max_output_tokens`, its usage; streamed, the
                               final event is `response.incomplete` instead of `response.completed`
+    StandIn.failures          the next requests answered with these statuses (429, 500, 529), whatever the model:
+                              an SDK retrying a rate-limited call meets them in turn, then the reply
     background: true          (Responses) the reply is `queued`; GET /responses/{id} answers `in_progress`
                               (background_polls - 1 times), then the outcome; streamed, the events carry
                               the call's id and a GET with `?stream=true&starting_after=N` resumes after
@@ -232,6 +234,9 @@ class StandIn:
     background: dict[str, dict[str, Any]] = field(default_factory=dict)
     background_polls: int = 2
     retry_after: str = ""  # the error replies' Retry-After header (none when empty: SDKs that retry wait it)
+    # Statuses (429, 500, 529) the next requests get, one each, before any reply is served: an SDK's retry
+    # of a rate-limited call meets the next one (then the script's reply, when the list is spent)
+    failures: list[int] = field(default_factory=list)
 
     # ------------------------------------------------------------------ replies
 
@@ -586,8 +591,9 @@ class StandIn:
             _TOKENS.set(int(directive.group(1)))
             late = float(directive.group(2) or 0)
         anthropic = path.endswith("/messages")
+        failing = self.failures.pop(0) if self.failures else None
         for code in (429, 500, 529):
-            if model.endswith(f"-error{code}"):
+            if model.endswith(f"-error{code}") or failing == code:
                 err = (
                     {
                         "type": "error",
@@ -647,7 +653,7 @@ class StandIn:
             events = [e.replace(b'"resp_standin"', f'"{rid}"'.encode()) for e in events]
             self.background[rid] = {"final": None, "polls": 0, "events": events}
         if model.endswith("-overloaded") or "-overloaded-" in model:  # (with -cut: cut before the error)
-            err = (
+            cut = (
                 sse(
                     "error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
                 )
@@ -660,7 +666,7 @@ class StandIn:
                 if responses
                 else sse(None, {"error": {"message": "The server is overloaded", "type": "server_error"}})
             )
-            events = events[:3] + [err]
+            events = events[:3] + [cut]
         if "-nodone" in model:  # a server that ends its chat stream without `data: [DONE]`
             events = [e for e in events if e != b"data: [DONE]\n\n"]
         if model.endswith("-malformed"):

@@ -294,6 +294,9 @@ class Exchange:
     # An error's Retry-After (429, 503, Anthropic's 529): how long the agent's SDK waits before it tries
     # again, which is the gap the recording shows before the next call. The one header it keeps.
     retry_after: str = ""
+    # The SDK's attempt number (`x-stainless-retry-count`: 0 first, 1 its first retry; None: not sent):
+    # a failed call sent again is an attempt of the same turn (engine/capture/proxy/retries.py).
+    retry_count: int | None = None
     handed: bool = False  # given to the recording hook already (forward._relay, before the body's end)
     # Wall clock when the answer ended (it was handed to the recorder): the outcome's time in the journal,
     # which the recorder's worker writes later (its queue can lag behind a fast agent).

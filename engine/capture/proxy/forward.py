@@ -30,6 +30,7 @@ from aiohttp import web
 
 from engine.capture.proxy.exchange import Exchange
 from engine.capture.proxy.peer import look_up
+from engine.capture.proxy.retries import RETRY_COUNT_HEADER, retry_count
 from engine.capture.proxy.routes import (
     HOP_BY_HOP,
     SESSION_HEADER,
@@ -164,6 +165,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
             started,
             headers_lc.get(SESSION_HEADER.lower()),
             request_encoding=headers_lc.get("content-encoding", ""),
+            retry_count=retry_count(headers_lc.get(RETRY_COUNT_HEADER)),
         )
         if route.wire or route.follows
         else None

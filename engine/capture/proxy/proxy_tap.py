@@ -38,6 +38,7 @@ class SessionInfo:
     calls: int = 0
     errors: int = 0  # upstream errors and incomplete streams, journaled as errors
     tap_errors: int = 0  # requests the journal could not take (a format the tap does not parse)
+    retried: int = 0  # failed attempts the agent sent again, journaled on the turn of the retry (retries.py)
     notes: list[str] = field(default_factory=list)
     slot: str = ""  # its place in Recorder.sessions (the key, or key~N for a later one with its opening)
     branch: dict[str, Any] | None = None  # the session it branched from (engine.capture.lineage)
@@ -52,6 +53,8 @@ class ProxyTap(Tap):
         # Who the conversation is (client_fields): worked out at its first call, before its probe serves.
         self.client_hello: dict[str, Any] | None = None
         self.routes = False  # the recorder files each request into its session (Recorder._place)
+        # Failed attempts waiting to see whether the agent sends them again (engine/capture/proxy/retries.py)
+        self.held: list[Any] = []
 
     def before(self, body: dict[str, Any], sent_at: float | None = None) -> None:
         if self.pipe is None:

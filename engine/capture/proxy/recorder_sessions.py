@@ -115,6 +115,8 @@ class RecorderSessions:
         self.lineage = Lineage()  # which of the sessions sharing an opening a request continues
         self.skipped: list[str] = []  # exchanges not recorded, with why
         self._background: dict[str, _Background] = {}  # background Responses calls by response id
+        # Sessions with failed attempts held for a retry (engine/capture/proxy/retries.py), by number
+        self._holding: dict[int, tuple[SessionInfo, ProxyTap]] = {}
         self._q: queue.Queue[Exchange | None] = queue.Queue()
         self._stamp = time.strftime("%Y%m%d-%H%M%S")
         self._idle = threading.Event()
@@ -149,7 +151,7 @@ class RecorderSessions:
         for number, (info, tap) in list(self._kept.items()):
             if len(self._kept) <= self.max_kept:
                 return
-            if id(tap) in waiting:
+            if id(tap) in waiting or tap.held:  # (an attempt held for a retry: journaled when it ends)
                 continue
             del self._kept[number]
             self._let_go(info, tap)

@@ -35,6 +35,7 @@ from engine.capture.proxy.recorder_sessions import (
     MAX_SERVED,
     log,
 )
+from engine.capture.proxy.retries import RETRIES_KEY, Held, attempts_note, holds
 from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
 from engine.capture.tap_call import cut_short
@@ -100,9 +101,11 @@ class Recorder(RecorderBackground):
     def _run(self) -> None:
         while True:
             try:
-                # Woken at least this often while idle, to park the files of sessions gone quiet.
-                ex = self._q.get(timeout=max(0.05, self.idle_park / 2))
+                # Woken at least this often while idle, to park the files of sessions gone quiet, and
+                # when a held attempt's wait for its retry runs out.
+                ex = self._q.get(timeout=self._wake_in())
             except queue.Empty:
+                self._release_due()
                 self._park_idle()
                 continue
             if ex is None:
@@ -114,6 +117,7 @@ class Recorder(RecorderBackground):
                 log.warning("proxy recorder: %s: %s", type(exc).__name__, exc)
             finally:
                 try:
+                    self._release_due()
                     self._park_idle()
                 finally:
                     with self._lock:
@@ -172,9 +176,39 @@ class Recorder(RecorderBackground):
             info, tap = self._session(key, wire, body)  # the agent named it
         else:
             info, tap, placed = self._place(key, wire, body)
+        background = wire == "openai-responses" and body.get("background") is True
+        outcome = None if background else self._response(ex, wire, body.get("stream") is True)
+        held: list[Held] = tap.held
+        retry = bool(held) and outcome is not None and held[-1].retried_by(ex, body)
+        if held and not retry:  # another request: nobody sent the held attempt again
+            self._release(info, tap)
+        if outcome is not None and holds(ex, *outcome):
+            # A failed attempt an SDK retries: the next request says whether it was (retries.py)
+            tap.held.append(Held(ex, wire, body, key, placed, tap.parsed, outcome[0], str(outcome[1])))
+            tap.parsed = None
+            self._holding[info.number] = (info, tap)
+            return
+        attempts = attempts_note(tap.held)
+        tap.held = []
+        self._holding.pop(info.number, None)
+        self._file(ex, wire, body, key, info, tap, placed, outcome, attempts)
+
+    def _file(
+        self,
+        ex: Exchange,
+        wire: str,
+        body: dict[str, Any],
+        key: str,
+        info: SessionInfo,
+        tap: ProxyTap,
+        placed: tuple[list[MessageRec], list[int]] | None,
+        outcome: tuple[dict[str, Any] | None, str | None] | None,
+        attempts: list[dict[str, Any]],
+    ) -> None:
+        """Journal an exchange placed in its session (with the failed attempts before it, if any)."""
         turn = None
         try:
-            turn = self._journal(ex, wire, body, info, tap)
+            turn = self._journal(ex, wire, body, info, tap, outcome, attempts)
         finally:
             if tap.pipe is not None:  # its file is open now (a parked one reopened on its first append)
                 self._opened(info, tap)
@@ -182,6 +216,43 @@ class Recorder(RecorderBackground):
         if placed is not None and turn is not None and info.number in self._by_number:
             msgs, chain = placed
             self.lineage.journaled(info.number, key, turn, msgs, chain, tap.fed, tap.reply_fed)
+
+    def _release(self, info: SessionInfo, tap: ProxyTap) -> None:
+        """Nobody sent the held attempts again: the last one is the failed turn it is, the ones before it
+        its retries (the parse of the request being filed now, if any, is set aside meanwhile)."""
+        held: list[Held] = tap.held
+        tap.held = []
+        self._holding.pop(info.number, None)
+        if not held:
+            return
+        last, saved = held[-1], tap.parsed
+        tap.parsed = last.parsed
+        try:
+            self._file(
+                last.ex, last.wire, last.body, last.key, info, tap, last.placed,
+                (last.response, last.problem), attempts_note(held[:-1]),
+            )
+        finally:
+            tap.parsed = saved
+
+    def _release_due(self, every: bool = False) -> None:
+        """Release the held attempts whose wait for a retry ran out (`every`: all of them, at close)."""
+        now = time.time()
+        for info, tap in list(self._holding.values()):
+            if tap.held and (every or tap.held[-1].deadline <= now):
+                try:
+                    self._release(info, tap)
+                except Exception as exc:  # as _run's: the recorder outlives one bad exchange
+                    self.skipped.append(f"{type(exc).__name__}: {exc}")
+                    log.warning("proxy recorder: %s: %s", type(exc).__name__, exc)
+
+    def _wake_in(self) -> float:
+        """How long the worker may sleep: to the next park check, or the first held attempt's deadline."""
+        wait = self.idle_park / 2
+        for _info, tap in self._holding.values():
+            if tap.held:
+                wait = min(wait, tap.held[-1].deadline - time.time())
+        return max(0.05, wait)
 
     def _place(
         self, key: str, wire: str, body: dict[str, Any]
@@ -216,9 +287,17 @@ class Recorder(RecorderBackground):
         return info, tap, (msgs, chain)
 
     def _journal(
-        self, ex: Exchange, wire: str, body: dict[str, Any], info: SessionInfo, tap: ProxyTap
+        self,
+        ex: Exchange,
+        wire: str,
+        body: dict[str, Any],
+        info: SessionInfo,
+        tap: ProxyTap,
+        outcome: tuple[dict[str, Any] | None, str | None] | None = None,
+        attempts: list[dict[str, Any]] | None = None,
     ) -> int | None:
-        """Journal one exchange; the turn its request became, or None if it was not journaled."""
+        """Journal one exchange; the turn its request became, or None if it was not journaled. `outcome`:
+        its `_response`, when worked out already; `attempts`: the failed attempts the agent sent it after."""
         given = tap.parsed
         chat_body = responses_api.request_to_chat(body) if wire == "openai-responses" else body
         if given is not None and wire == "openai-responses":
@@ -236,6 +315,9 @@ class Recorder(RecorderBackground):
             return None
         turn = tap.pipe.turn - 1 if tap.pipe is not None else None
         info.calls += 1
+        if attempts and tap.pipe is not None:  # on the turn's trace (explain, the probe, simulate's note)
+            info.retried += len(attempts)
+            tap.guard(tap.pipe.annotate, RETRIES_KEY, attempts)
         self._active(info, tap)
         if (
             wire == "openai-responses"
@@ -243,7 +325,7 @@ class Recorder(RecorderBackground):
             and self._deferred(ex, info, tap, body)
         ):
             return turn
-        response, problem = self._response(ex, wire, body.get("stream") is True)
+        response, problem = outcome or self._response(ex, wire, body.get("stream") is True)
         with tap.journal_at(ex.ended):  # the outcome came when the answer ended, not when it is journaled
             if response is not None and problem is None:
                 tap.guard(tap.after, response)
@@ -300,6 +382,7 @@ class Recorder(RecorderBackground):
         self.flush(timeout)
         self._q.put(None)
         self._thread.join(timeout)
+        self._release_due(every=True)  # attempts nobody retried before the proxy closed: failed turns
         for rid, bg in list(self._background.items()):
             # Its outcome never came through the proxy (the agent gave up, or fetched it another way)
             self._resolve(
