@@ -220,3 +220,28 @@ def test_following_again_and_again_leaves_no_descriptor(rtdir: Path) -> None:
             assert n == before, (i, n, before)
     finally:
         pipe.close()
+
+
+def test_a_redacting_agent_is_not_followed(rtdir: Path) -> None:
+    """Its recording is not redacted, and its hello does not name it: attached live, redacted, no warning."""
+    from engine.pipeline import Pipeline
+
+    pipe = Pipeline(
+        "claude-sonnet-4",
+        "anthropic",
+        200_000,
+        serve=True,
+        redact=True,
+        record=str(rtdir.parent / "r.cpsession"),
+    )
+    try:
+        pipe.user("Fix the failing test.")
+        _turn(pipe, 0)
+        src, why = open_live(os.getpid(), timeout=T)
+        try:
+            assert why is None and type(src) is LiveSource and not src.client.following
+            assert src.client.hello["redacted"] is True and "recording" not in src.client.hello
+        finally:
+            src.close()
+    finally:
+        pipe.close()

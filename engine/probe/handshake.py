@@ -19,7 +19,7 @@ true` and no snapshot, is never attached (not counted in _nclients, so publish()
 test as with nobody attached: no event is queued, encoded or sent for it on any thread), and reads the
 turns from the recording file, which the agent writes anyway (a turn's chunk at its close). It is still
 answered pings and trace fetches, and the connection's end tells it the agent has gone. An agent that
-does not record, or whose recorder stopped (a full disk: `recording_stopped`, which also ends each
+does not record, that redacts, or whose recorder stopped (a full disk: `recording_stopped`, which also ends each
 follower's connection with a "recording_stopped" error frame), answers such a hello as if `follow` were
 not there: the client is attached as before. So does an agent from before following (it ignores the
 flag). A follower that cannot use the file (another user's, moved, not a regular file) connects again
@@ -384,8 +384,14 @@ class Handshake(Admission):
 
     def _may_follow(self) -> bool:
         """Whether a client may follow this agent's recording: it records, and its recorder has not
-        stopped (see "Following the recording")."""
-        return self.follow_recording and self._recording_stopped is None and bool(self._hello.get("recording"))
+        stopped (see "Following the recording"); not while redacting (the recording is not redacted,
+        and the hello does not name it then)."""
+        return (
+            self.follow_recording
+            and not self.redact
+            and self._recording_stopped is None
+            and bool(self._hello.get("recording"))
+        )
 
     def _follow(self, c: Client, protocol: int) -> None:
         """Make `c` a follower (see "Following the recording"): its hello, with no snapshot, and nothing
