@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from engine.providers.base import Serializer
 
 _SHA = attrgetter("sha")
+_object_new = object.__new__
 
 
 def lane_request(
@@ -69,7 +70,8 @@ def lane_request(
     if got is None or got.at != at or end is None or at != len(layout) - 1 or layout[at][1] is not prev:
         return None
     runs = ser._runs.get(s.id)
-    if not runs or runs[0] is not prev or prev.segset != _MESSAGES or prev.tokens is None:
+    ptokens = prev.tokens
+    if not runs or runs[0] is not prev or prev.segset != _MESSAGES or ptokens is None:
         return None
     h = prev.hstate  # (set by the run _appended made: the lane's last turn)
     items = s.items
@@ -152,17 +154,22 @@ def lane_request(
     hexes = prev.hexes + added
     prev.hstate = None  # taken over with its lists: that run is not extended again
     h.update(added.encode())
-    run = _SectionRun(tok, shas, marks, frags, segments, blocks, keys, items, h.hexdigest(), hexes)
-    run.hstate = h
-    run.segset = prev.segset
-    run.tokens = prev.tokens - gone + added_tokens
     where = prev.where
     if where is not None:
         x = k
         for sha in new_shas:
             where[sha] = x
             x += 1
-        run.where = where
+    # The run _appended makes (its fields in the dataclass's order), its dict given at once: the
+    # generated __init__ is a frame storing fifteen attributes one by one, and it is set four more.
+    run_sha = h.hexdigest()
+    run_tokens = ptokens - gone + added_tokens
+    run = _object_new(_SectionRun)
+    run.__dict__ = {
+        "tok": tok, "shas": shas, "marks": marks, "frags": frags, "segments": segments, "blocks": blocks,
+        "keys": keys, "items": items, "sha": run_sha, "hexes": hexes, "where": where,
+        "segset": prev.segset, "tokens": run_tokens, "hstate": h,
+    }  # fmt: skip
     runs[0] = run  # (in place of the run it extends, the most recently used)
     ser._grew = (run, prev, d, rewritten, was_last)
     ser._prune(live_other + len(keys))
@@ -177,9 +184,9 @@ def lane_request(
         last_marker = got.last_marker
         tail_marked = False
     all_blocks = got.blocks + blocks
-    total = got.total + run.tokens
+    total = got.total + run_tokens
     section_shas = got.section_shas.copy()
-    section_shas[sid] = run.sha
+    section_shas[sid] = run_sha
     ghex = got.hexes
     hex_list = None if ghex is None else [*ghex, hexes]
     marked = last_marker
@@ -208,27 +215,23 @@ def lane_request(
     if tail_marked and mark:
         mark -= len(new_frags[-1])
     request_sha = ser._body_hash.hexdigest(data, mark, body, start)
+    # The request as request_of makes it, its dict given at once (the dataclass's field order; a
+    # deferred digest under the key its prefix_sha256 property keeps it in), not through the generated
+    # __init__'s frame.
+    req: SerializedRequest
     if hex_list is not None:
-        return out, DeferredPrefixRequest(
-            ser.policy.name,
-            data,
-            all_blocks,
-            request_sha,
-            PrefixDigest(hex_list, plen, ser._digests),  # type: ignore[arg-type]
-            prefix_tokens,
-            got.tool_shas.copy(),
-            section_shas,
-            marked,
-        )
+        req = _object_new(DeferredPrefixRequest)
+        req.__dict__ = {
+            "provider": ser.policy.name, "body": data, "blocks": all_blocks, "request_sha256": request_sha,
+            "_prefix": PrefixDigest(hex_list, plen, ser._digests), "cacheable_prefix_tokens": prefix_tokens,
+            "tool_shas": got.tool_shas.copy(), "section_shas": section_shas, "last_marked": marked,
+        }  # fmt: skip
+        return out, req
     prefix_sha = ser._prefix_hash.hexdigest(_prefix_hex(None, all_blocks[:plen]))
-    return out, SerializedRequest(
-        ser.policy.name,
-        data,
-        all_blocks,
-        request_sha,
-        prefix_sha,
-        prefix_tokens,
-        got.tool_shas.copy(),
-        section_shas,
-        marked,
-    )
+    req = _object_new(SerializedRequest)
+    req.__dict__ = {
+        "provider": ser.policy.name, "body": data, "blocks": all_blocks, "request_sha256": request_sha,
+        "prefix_sha256": prefix_sha, "cacheable_prefix_tokens": prefix_tokens,
+        "tool_shas": got.tool_shas.copy(), "section_shas": section_shas, "last_marked": marked,
+    }  # fmt: skip
+    return out, req
