@@ -310,6 +310,13 @@ def _simulate_events(
         notes.append(
             f"{counted(len(failed), 'failed call')} left out of every column: turns {sorted(failed)}"
         )
+    if index.retried:
+        # Attempts the agent (or its SDK) sent again after they failed unbilled (a 429, a 529): the turns
+        # are the calls that were retried; the attempts cost nothing and cached nothing (as a failed call)
+        notes.append(
+            f"{counted(sum(index.retried.values()), 'failed attempt')} sent again (rate limits, overloads) "
+            f"not billed, left out of every column: before turns {sorted(index.retried)}"
+        )
     if billed_failures:
         notes.append(
             f"{counted(len(billed_failures), 'failed call')} billed all the same (the provider reported usage "

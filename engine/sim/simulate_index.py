@@ -26,6 +26,9 @@ class _Index:
         self.own: dict[int, dict[str, Any]] = {}  # `usage` events' usage by turn
         self.actual_usages: dict[int, dict[str, Any]] = {}
         self.req_times: dict[int, float] = {}
+        # Failed attempts sent again before a turn's call, by turn (the proxy's `diag` events of kind
+        # "retried": engine/capture/proxy/retries.py); never billed, so in no column
+        self.retried: dict[int, int] = {}
         self.broken = False
 
     def visit(self, e: Event) -> None:
@@ -48,6 +51,8 @@ class _Index:
                     self.actual_usages[int(e["turn"])] = dict(e["usage"])
             elif k == "request" and isinstance(e.get("turn"), int):
                 self.req_times[e["turn"]] = float(e.get("time") or 0.0)
+            elif k == "diag" and e.get("kind") == "retried":
+                self.retried[int(e["turn"])] = int(e.get("attempts") or 0)
         except Exception:  # noqa: BLE001 - raised again where simulate raised it (usages)
             self.broken = True
 

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from engine.capture.proxy import retries
 from engine.recording.journal import trace_of
+from engine.sim.simulate import simulate_file
 from inspector.cli import app
 from tests.capture.conftest import Proxied, errors, events_of, usages, verify_ok
 from tests.capture.standin import StandIn
@@ -97,6 +98,11 @@ def test_anthropic_sdk_retries_are_attempts_of_one_turn(proxied: Proxied, failin
     assert "call failed" not in res.stdout
     res = CliRunner().invoke(app, ["explain", str(path), "--turn", "2", "--format", "json"])
     assert [a["status"] for a in json.loads(res.stdout)["retries"]] == [429]
+    # simulate: three turns simulated, the three attempts said and in no column (never billed)
+    report = simulate_file(path)
+    assert report.simulated_turns == 3, report.notes
+    assert "3 failed attempts sent again (rate limits, overloads) not billed, left out of every column: before turns [0, 2]" in report.notes
+    assert not any("failed call" in n for n in report.notes), report.notes
 
 
 def test_openai_sdk_retries_streamed_and_not(proxied: Proxied, failing: StandIn) -> None:

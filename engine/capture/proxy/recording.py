@@ -35,7 +35,7 @@ from engine.capture.proxy.recorder_sessions import (
     MAX_SERVED,
     log,
 )
-from engine.capture.proxy.retries import RETRIES_KEY, Held, attempts_note, holds
+from engine.capture.proxy.retries import RETRIES_KEY, Held, attempts_note, holds, retried_event
 from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
 from engine.capture.tap_call import cut_short
@@ -315,9 +315,11 @@ class Recorder(RecorderBackground):
             return None
         turn = tap.pipe.turn - 1 if tap.pipe is not None else None
         info.calls += 1
-        if attempts and tap.pipe is not None:  # on the turn's trace (explain, the probe, simulate's note)
+        if attempts and tap.pipe is not None:  # on the turn's trace (explain, the probe)
             info.retried += len(attempts)
             tap.guard(tap.pipe.annotate, RETRIES_KEY, attempts)
+            # and as an event simulate's index reads without inflating traces (a `diag`, as tap errors are)
+            tap.guard(tap.pipe.journal.append, retried_event(turn, attempts))
         self._active(info, tap)
         if (
             wire == "openai-responses"

@@ -126,6 +126,12 @@ def attempts_note(held: list[Held]) -> list[dict[str, Any]]:
     return [h.note(i) for i, h in enumerate(held)]
 
 
+def retried_event(turn: int | None, attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The journal's note of a retried turn for readers that do not open traces (simulate's index): a
+    `diag` event of kind "retried" (no `count`: that is a tap error's running count, read by the probe)."""
+    return {"k": "diag", "kind": "retried", "turn": turn, "attempts": len(attempts)}
+
+
 def retried_summary(attempts: list[dict[str, Any]]) -> str:
     """One line for explain: "2 failed attempts before this one (HTTP 529, HTTP 429), the same request
     sent again"."""
