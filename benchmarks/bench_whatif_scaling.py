@@ -11,7 +11,7 @@ alternate (the order flips every round), and each side's JSON is compared byte f
 (2N / N: linear is ~2).
 
     .venv/bin/python benchmarks/bench_whatif_scaling.py [--turns 750,1500,3000] [--rounds 3]
-        [--ab DIR] [--dir /tmp/whatif_scaling] [--columns | --tenths]
+        [--ab DIR] [--dir /tmp/whatif_scaling] [--columns | --tenths | --builds]
 
 --columns says where the time goes instead (with --ab, for the other code first): per length, the build pass (every
 engine column's requests and the peers' views, one fold of the journal) and each column's simulation
@@ -23,6 +23,11 @@ per-call cost grows with the call's index at a constant request size (work on th
 --tenths prints, per length, each part's CPU per call (the build pass's per turn) over each tenth of
 the session: flat within a phase (a window that filled, DeepSeek's 4 h expiry from turn ~2,880 at 5 s
 a turn) is linear, and a 2N/N above 2 is then the mix of phases, not per-call work that grows.
+--builds splits the build pass the same way: per length, the CPU per turn over each tenth of the
+session of each build it makes (one row per column it builds for: pipeline, gates_closed, recorded,
+wave1, cost_aware, peers' view; a column whose request is another's own build is not built again) and
+of the journal's fold. A build whose per-turn cost grows over the tenths while the others' stay flat
+does work on the whole conversation each turn.
 
 The recordings are made once per --dir (by this checkout's engine) and reused. What it leaves out: the
 panel's rendering, the worker thread and the reading of a live source; the first run's bytecode
@@ -110,6 +115,74 @@ src.simulate(Overrides())
 turns = [b - a for a, b in zip(stamps, stamps[1:])]
 print(json.dumps({"all": pt() - t0, "build": build["cpu"], "build_turns": turns, "cols": cols}))
 """
+
+# The --builds child: the build pass turn by turn, each SimBuilder.build timed (process CPU) under the
+# name of the column whose config it builds (read from simulate_pass._Configs), and the fold.
+BUILDS_CHILD = r"""
+import json, sys, time
+import engine.sim.blocks as B
+import engine.sim.simulate_pass as SP
+from engine.pipeline import Pipeline
+from engine.whatif import Overrides
+from inspector.sources.file import FileSource
+pt = time.process_time
+turns, cur, roles = [], {}, {}
+init = SP._Configs.__init__
+def named(self, *a, **k):
+    init(self, *a, **k)
+    # A config object two columns share (one builds, the other may reuse it) is named for both.
+    named = [(self.pcfg, "pipeline"), (self.ccfg, "gates_closed"), (self.base, "recorded")]
+    named += [(cfg, n) for n, cfg in self.engine.items()] + [(self.full, "peers' view")]
+    for cfg, role in named:
+        was = roles.get(id(cfg))
+        roles[id(cfg)] = role if was is None or was == role else was + " + " + role
+SP._Configs.__init__ = named
+build = B.SimBuilder.build
+def timed(self, bound, cfg, *a, **k):
+    name = roles.get(id(cfg), "other")
+    t = pt()
+    try:
+        return build(self, bound, cfg, *a, **k)
+    finally:
+        cur[name] = cur.get(name, 0.0) + pt() - t
+B.SimBuilder.build = timed
+fold = Pipeline.fold
+def folded(self, ev):
+    t = pt()
+    try:
+        return fold(self, ev)
+    finally:
+        cur["fold"] = cur.get("fold", 0.0) + pt() - t
+Pipeline.fold = folded
+begin = Pipeline.begin_request
+def began(self, turn):
+    if cur:
+        turns.append(dict(cur))
+        cur.clear()
+    return begin(self, turn)
+Pipeline.begin_request = began
+FileSource(sys.argv[1]).simulate(Overrides())
+if cur:
+    turns.append(dict(cur))
+print(json.dumps({"turns": turns}))
+"""
+
+
+def builds_report(turns: list[int], folder: Path, code: Path = REPO) -> None:
+    """Per length, each build of the build pass (by the column it builds for) and the fold: CPU per turn
+    over each tenth of the session, in us, and the last tenth over the first."""
+    for n in turns:
+        got = _child(code, BUILDS_CHILD, str(_recording(folder, n)))["turns"]
+        names = list(dict.fromkeys(k for t in got for k in t))
+        print(f"{n:,} turns: the build pass, us a turn by tenth of the session")
+        print("| build | " + " | ".join(str(i + 1) for i in range(10)) + " | 10th / 1st |")
+        print("|---|" + "---:|" * 11)
+        k = max(1, len(got) // 10)
+        for name in names:
+            cells = [1e6 * sum(t.get(name, 0.0) for t in got[i * k : (i + 1) * k]) / k for i in range(10)]
+            grow = f"{cells[-1] / cells[0]:.2f}" if cells[0] else "-"
+            print(f"| {name} | " + " | ".join(f"{x:,.0f}" for x in cells) + f" | {grow} |")
+        print()
 
 
 def _columns(code: Path, rec: Path) -> dict[str, Any]:
@@ -215,6 +288,11 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="per column, the CPU a call over each tenth of the session (--ab: both sides)",
     )
+    ap.add_argument(
+        "--builds",
+        action="store_true",
+        help="the build pass per turn by column built, over each tenth of the session (--ab: both sides)",
+    )
     a = ap.parse_args(argv)
     turns = [int(x) for x in a.turns.split(",") if x]
     if not turns or min(turns) < 1:
@@ -222,11 +300,14 @@ def main(argv: list[str]) -> int:
     if a.ab is not None and not (a.ab / "engine").is_dir():
         ap.error(f"--ab {a.ab}: no engine/ there; give a checkout or a `git archive` of the code to compare")
     a.dir.mkdir(parents=True, exist_ok=True)
-    if a.columns or a.tenths:
+    if sum((a.columns, a.tenths, a.builds)) > 1:
+        ap.error("--columns, --tenths and --builds are separate reports: give one")
+    if a.columns or a.tenths or a.builds:
         # With --ab, the other code's table first, then this checkout's (one process each, in turn).
         for side, code in ([("base", a.ab.resolve())] if a.ab is not None else []) + [("this", REPO)]:
             print(f"{side}: {code}")
-            (tenths_report if a.tenths else columns_report)(turns, a.dir, code)
+            report = builds_report if a.builds else tenths_report if a.tenths else columns_report
+            report(turns, a.dir, code)
             print()
         return 0
     recs = {n: _recording(a.dir, n) for n in turns}
