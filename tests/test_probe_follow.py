@@ -245,3 +245,86 @@ def test_a_redacting_agent_is_not_followed(rtdir: Path) -> None:
             src.close()
     finally:
         pipe.close()
+
+
+def test_a_long_history_shows_the_newest_turn_first_then_fills_in(rtdir: Path) -> None:
+    """More turns than the first chunk: the newest whole and stand-ins before it, filled in place by
+    follow() with what a replay of the recording shows of each turn (HistoryFilled at the end), while a
+    turn the agent takes meanwhile still arrives."""
+    from inspector.sources import HistoryFilled, NewTurn
+    from inspector.sources.file import FileSource
+    from inspector.sources.live_recording import FILL_BATCH
+
+    path = rtdir.parent / "s.cpsession"
+    pipe = fold_pipeline(rtdir, record=str(path))
+    n = FILL_BATCH + 80  # (two batches)
+    try:
+        for t in range(n):
+            _turn(pipe, t, note=False)
+        src, why = open_live(os.getpid(), timeout=T)
+        assert why is None and isinstance(src, RecordingFollower)
+        try:
+            chunks = list(src.load_chunks())
+            assert len(chunks) == 1
+            first = chunks[0].traces
+            assert [v["turn"] for v in first] == list(range(n)) and first[-1]["final_tokens"] > 0
+            assert all(v["final_tokens"] == 0 for v in first[:-1])  # stand-ins, not yet filled
+            events = src.follow()
+            _turn(pipe, n, note=False)
+            seen: list[Any] = []
+            for ev in events:
+                seen.append(ev)
+                if any(isinstance(e, NewTurn) for e in seen) and any(
+                    isinstance(e, HistoryFilled) for e in seen
+                ):
+                    break
+            assert [e.trace["turn"] for e in seen if isinstance(e, NewTurn)] == [n]
+            rec = FileSource(path, follow=True)
+            try:
+                want = [t for c in rec.load_chunks() for t in c.traces][:n]
+            finally:
+                rec.close()
+            assert first == want
+        finally:
+            src.close()
+    finally:
+        pipe.close()
+
+
+async def test_the_inspector_on_a_follower_shows_the_newest_then_the_history_and_new_turns(
+    rtdir: Path,
+) -> None:
+    """The app itself (headless, as `cp-inspect attach` runs it) on a recording agent's follower: the first
+    frame at the newest turn, the stand-ins filled, a turn the agent takes after shown when it comes."""
+    from inspector.app import InspectorApp
+    from inspector.sources.live_recording import FILL_BATCH
+
+    path = rtdir.parent / "s.cpsession"
+    pipe = fold_pipeline(rtdir, record=str(path))
+    n = FILL_BATCH + 20
+    try:
+        for t in range(n):
+            _turn(pipe, t, note=False)
+        src, why = open_live(os.getpid(), timeout=T)
+        assert why is None and isinstance(src, RecordingFollower)
+        app = InspectorApp(src)
+        async with app.run_test(size=(120, 40)) as pilot:
+            give_up = time.monotonic() + 4 * T
+
+            async def until(done: Any, what: str) -> None:
+                while not done():
+                    assert time.monotonic() < give_up, what
+                    await pilot.pause(0.05)
+
+            await until(lambda: app.index >= 0 and len(app.view.timeline) == n, "the first frame")
+            assert app.view.timeline.traces[app.index]["turn"] == n - 1
+            await until(
+                lambda: app.view.history is None and app.view.timeline.traces[0]["final_tokens"] > 0,
+                "the history filled",
+            )
+            _turn(pipe, n, note=False)
+            await until(lambda: len(app.view.timeline) == n + 1, "the new turn")
+            await until(lambda: app.view.timeline.traces[app.index]["turn"] == n, "the view on the new turn")
+            await pilot.press("q")
+    finally:
+        pipe.close()
