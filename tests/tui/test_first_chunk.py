@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from textual.widgets import Switch
 
-import inspector.app as app_module
+import inspector.arrivals as arrivals_module
 from engine.whatif import GATE_KEYS, THRESHOLD_KEYS
 from inspector.app import InspectorApp
 from inspector.sources import Chunk
@@ -136,17 +136,17 @@ async def test_deferred_mounting_waits_for_a_pause_in_key_presses(monkeypatch: p
     some gap the app saw (the key before the first turn to the first screen, key to key, the last key to
     a look) reached the quiet time cannot say anything about waiting and is run again; in every run whose
     gaps all stayed under it, nothing may have mounted. Every run checks that all of it mounts after."""
-    monkeypatch.setattr(app_module, "INPUT_QUIET_S", 1.0)
+    monkeypatch.setattr(arrivals_module, "INPUT_QUIET_S", 1.0)
     for _attempt in range(3):
         if await _keys_keep_coming_then_a_pause():
             return
-    pytest.skip(f"the machine was too busy to press keys within {app_module.INPUT_QUIET_S:g} s of each other in three runs")
+    pytest.skip(f"the machine was too busy to press keys within {arrivals_module.INPUT_QUIET_S:g} s of each other in three runs")
 
 
 async def _keys_keep_coming_then_a_pause() -> bool:
     """One run of the scenario; True if the app saw every gap between keys under INPUT_QUIET_S (and so
     the check that nothing mounted meanwhile was made)."""
-    quiet = app_module.INPUT_QUIET_S
+    quiet = arrivals_module.INPUT_QUIET_S
     source = StalledSource()
     app = InspectorApp(source, theme="cp-dark")
     kept_pace = True
@@ -183,7 +183,7 @@ async def _keys_keep_coming_then_a_pause() -> bool:
 
 async def test_showing_the_pane_mounts_the_rest_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """`w` while start-up's pieces wait for a pause in key presses: the pane gets its controls now."""
-    monkeypatch.setattr(app_module, "INPUT_QUIET_S", 60.0)  # no paced piece would come in this test
+    monkeypatch.setattr(arrivals_module, "INPUT_QUIET_S", 60.0)  # no paced piece would come in this test
     source = StalledSource()
     app = InspectorApp(source, theme="cp-dark")
     try:
