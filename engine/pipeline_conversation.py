@@ -116,6 +116,16 @@ class Conversation(Registration):
         self._emit({"k": "part", "part": {"t": "text", "h": self._blob(text)}})
 
     @_journals
+    def media(self, media_type: str, ref: str, size: int, tokens: int) -> None:
+        """An image (or other attachment) in the message being reported (after its `user` text or its
+        `tool_result`): tracked by reference, never by bytes, and counted as `tokens` (what the provider
+        bills for it: engine.importers.image_tokens works it out from the image's header)."""
+        if type(tokens) is not int or tokens < 0:
+            raise ContentError(f"media({media_type!r}, tokens={tokens!r}): tokens must be a count (an int >= 0)")
+        part = {"t": "media", "media_type": str(media_type), "ref": str(ref), "size": int(size), "tokens": tokens}
+        self._emit({"k": "part", "part": part})
+
+    @_journals
     def assistant(
         self,
         text: str = "",

@@ -122,4 +122,5 @@ class Trace(TypedDict):
     request_params: NotRequired[dict[str, Any]]  # the settings the agent's request set (max_tokens, temperature...)
     server: NotRequired[dict[str, Any]]  # where the call went: address, port
     response_meta: NotRequired[dict[str, Any]]  # the reply's id, model, finish_reason
+    image_tokens: NotRequired[list[dict[str, Any]]]  # images its new messages carry, each counted (an estimate)
     retries: NotRequired[list[dict[str, Any]]]  # the proxy: failed attempts the agent sent this call after

@@ -111,6 +111,7 @@ class TapSteps(TapConversations):
         # came back (an abandoned stream) cannot file the next one under its number.
         self.actual.record(self.pipe.turn, call)
         self._plan()
+        self.feeder.note_media()  # the images of its new messages, and on what each count rests
         if self.branch is not None:
             self.pipe.annotate(BRANCH_KEY, self.branch)
             self.branch = None

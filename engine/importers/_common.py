@@ -13,6 +13,7 @@ from engine.importers.model import (
     CallRec,
     ImportedSession,
     ImportFormatError,
+    MediaRec,
     MessageRec,
     ThinkingRec,
     ToolCallRec,
@@ -27,6 +28,13 @@ class Ctx:
     def __init__(self, fmt: str, path: str) -> None:
         self.fmt = fmt
         self.path = path
+        # Images met in the content being read, for the message it becomes (take_media)
+        self.media: list[MediaRec] = []
+
+    def take_media(self) -> tuple[MediaRec, ...]:
+        """The images read since the last call (the message being built carries them)."""
+        out, self.media = tuple(self.media), []
+        return out
 
     def fail(self, where: str, detail: str) -> NoReturn:
         raise ImportFormatError(self.fmt, self.path, where, detail)
@@ -189,6 +197,7 @@ def content_text(value: Any, ctx: Ctx, where: str) -> str:
                 out.append(ctx.text(part.get("text"), join(pw, "text"), allow_none=False))
             elif ptype in ("image_url", "image", "input_image"):
                 out.append("[image]")
+                ctx.media.append(_openai_image(part))
             elif ptype == "refusal" and isinstance(part.get("refusal"), str):
                 out.append(part["refusal"])
             elif isinstance(ptype, str) and ptype:
@@ -293,7 +302,9 @@ def openai_message(
     if role not in ROLES:
         expected = "/".join(ROLES + extra_roles)
         ctx.fail(join(where, "role"), f"is {_kind(role)} (expected {expected})")
+    ctx.media.clear()
     content = content_text(m.get("content"), ctx, join(where, "content"))
+    media = ctx.take_media()
     thinking = m.get("reasoning_content")
     if thinking is not None and not isinstance(thinking, str):
         ctx.fail(join(where, "reasoning_content"), f"is {_kind(thinking)} (expected a string)")
@@ -327,7 +338,21 @@ def openai_message(
         name=ctx.opt_str(m.get("name"), join(where, "name")),
         thinking=thinking or None,
         thinking_blocks=blocks,
+        media=media,
     )
+
+
+def _openai_image(part: dict[str, Any]) -> MediaRec:
+    """An OpenAI image part (Chat's `image_url: {url, detail}`, Responses' `input_image` with its
+    `image_url` a string) counted by OpenAI's rule."""
+    from engine.importers.image_tokens import data_url, image_rec
+
+    given = part.get("image_url")
+    url = given.get("url") if isinstance(given, dict) else given
+    detail = (given.get("detail") if isinstance(given, dict) else None) or part.get("detail") or "auto"
+    url = url if isinstance(url, str) else str(part.get("file_id") or "")
+    media_type, data = data_url(url)
+    return image_rec("openai", data, media_type, url=url, detail=str(detail))
 
 
 def openai_tools(value: Any, ctx: Ctx, where: str) -> tuple[ToolSchemaRec, ...]:

@@ -34,6 +34,9 @@ class IngestReport:
     notes: list[str] = field(default_factory=list)
 
 
+MEDIA_KEY = "image_tokens"  # the trace key of a turn whose new messages carry images (their counted tokens)
+
+
 def message_dict(m: MessageRec, blob: Any = None) -> dict[str, Any]:
     """The message as sent. With `blob`, text is stored by content hash (`*_h` keys) so the actual
     request costs a few hashes per message on disk, not a second copy of its content."""
@@ -64,6 +67,12 @@ def message_dict(m: MessageRec, blob: Any = None) -> dict[str, Any]:
         # redacted block's data): the joined text above cannot be sent again, and the as-sent view of
         # the request showed thinking that read as unsigned.
         d["thinking_blocks"] = [_thinking_block(b, blob) for b in m.thinking_blocks]
+    if m.media:
+        # Its images as counted (engine.importers.image_tokens): what the as-sent column adds for them
+        d["media"] = [
+            {"media_type": x.media_type, "ref": x.ref, "size": x.size, "tokens": x.tokens, "how": x.how}
+            for x in m.media
+        ]
     return d
 
 
@@ -98,6 +107,15 @@ class _Feeder:
         # pipeline's own, mirrored (both fold the same ids in the same order).
         self.rule: IdRule = CALL_ID_RULES[canonical_provider(pipe.config.provider)]
         self.ids = CallIds()
+        # The images fed since the last request, each with what its count rests on (note_media)
+        self.media_notes: list[dict[str, Any]] = []
+
+    def note_media(self) -> None:
+        """On the turn just opened: the images its new messages carry and how each was counted (every
+        image's count is an estimate: MEDIA_KEY in the trace says so, and on what it rests)."""
+        if self.media_notes:
+            self.pipe.annotate(MEDIA_KEY, self.media_notes)
+            self.media_notes = []
 
     def _sendable(self, own: list[str]) -> list[str]:
         """The ids one message's calls (their ids in the source, `own`) are sent with, by the provider's
@@ -209,6 +227,7 @@ class _Feeder:
             )
             if eid is not None:
                 p.tool_result(eid, m.content)
+                self._media(m)
                 self.answered.add(eid)
             else:
                 text = f"[tool result for call {cid or '?'} with no matching call]\n{m.content}"
@@ -221,6 +240,14 @@ class _Feeder:
             return
         self._close_calls()
         p.user(m.content)
+        self._media(m)
+
+    def _media(self, m: MessageRec) -> None:
+        """The images a message carries, each a media part counted as its provider bills it; what each
+        count rests on is kept for the turn's trace (MEDIA_KEY: every image count is an estimate)."""
+        for x in m.media:
+            self.pipe.media(x.media_type, x.ref, x.size, x.tokens)
+            self.media_notes.append({"ref": x.ref, "tokens": x.tokens, "how": x.how})
 
 
 def ingest(
@@ -282,6 +309,7 @@ def ingest(
         feeder.before_request()
         actual.record(k, call)
         pipe.next_request()
+        feeder.note_media()
         if call.error or call.response is None:
             kind = "prompt_too_long" if call.error and "too long" in call.error.lower() else "error"
             pipe.record_error(kind, call.error or "no response")

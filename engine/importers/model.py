@@ -45,6 +45,16 @@ class ThinkingRec:
 
 
 @dataclass(frozen=True)
+class MediaRec:
+    """An image a message carries, counted as its provider bills it (engine.importers.image_tokens)."""
+    media_type: str  # "image/png", ...
+    ref: str  # "sha256:..." of its base64 data, or the URL / file id it was given by
+    size: int  # its bytes (0 when the request held only a reference)
+    tokens: int
+    how: str  # how `tokens` was counted: the rule and the dimensions, or why it is a guess
+
+
+@dataclass(frozen=True)
 class MessageRec:
     """One message of an imported call, as the agent sent it."""
     role: str  # "system" | "user" | "assistant" | "tool"
@@ -56,6 +66,8 @@ class MessageRec:
     # Anthropic's thinking blocks one by one, when any carries a signature or is redacted: the engine
     # sends them back as they came (an unsigned one it must leave out). () otherwise: `thinking` says all.
     thinking_blocks: tuple[ThinkingRec, ...] = ()
+    # The images it carries (the text holds an "[image]" placeholder where each was), with their tokens
+    media: tuple[MediaRec, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.feedback import reply_diagnostics
 from engine.importers._common import Ctx, _kind, arguments_text, join, openai_message, openai_tools, usage_rec
-from engine.importers.model import MessageRec, ThinkingRec, ToolCallRec, ToolSchemaRec, UsageRec
+from engine.importers.model import MediaRec, MessageRec, ThinkingRec, ToolCallRec, ToolSchemaRec, UsageRec
 
 # ---------------------------------------------------------------- Anthropic
 
@@ -33,6 +33,7 @@ def _block_text(content: Any, ctx: Ctx, where: str) -> str:
             out.append(ctx.text(b.get("text"), join(bw, "text"), allow_none=False))
         elif b.get("type") == "image":
             out.append("[image]")
+            ctx.media.append(_anthropic_image(b))
         else:
             out.append(_other_block_text(b, ctx, bw))
     return "\n".join(out)
@@ -89,6 +90,7 @@ def _anthropic_message(
     if isinstance(content, str):
         return [MessageRec(role=role, content=content)]
     blocks = ctx.lst(content, cw)
+    ctx.media.clear()
     texts: list[str] = []
     thinking: list[str] = []
     signed: list[ThinkingRec] = []  # the thinking blocks with what the API checks them by
@@ -129,6 +131,7 @@ def _anthropic_message(
                 )
             )
         elif btype == "tool_result" and role == "user":
+            own_media, ctx.media = ctx.media, []  # (the message's own images, met before this block)
             results.append(
                 MessageRec(
                     role="tool",
@@ -136,10 +139,13 @@ def _anthropic_message(
                     tool_call_id=ctx.text(
                         ctx.key(b, "tool_use_id", bw), join(bw, "tool_use_id"), allow_none=False
                     ),
+                    media=ctx.take_media(),  # a screenshot a computer-use tool returned
                 )
             )
+            ctx.media = own_media
         elif btype == "image":
             texts.append("[image]")
+            ctx.media.append(_anthropic_image(b))
         elif btype in ("thinking", "redacted_thinking", "tool_use", "tool_result"):
             owner = "a user message" if btype == "tool_result" else "an assistant message"
             ctx.fail(join(bw, "type"), f"is {btype!r} in a {role} message (it belongs in {owner})")
@@ -158,9 +164,23 @@ def _anthropic_message(
                 # Kept block by block only when one can go back (signed or redacted): without, the
                 # joined text is all the engine has, as before.
                 thinking_blocks=tuple(signed) if any(t.signature or t.redacted for t in signed) else (),
+                media=ctx.take_media(),
             )
         )
+    ctx.media.clear()
     return out
+
+
+def _anthropic_image(b: dict[str, Any]) -> MediaRec:
+    """An Anthropic image block (`source`: base64 with its media_type, a url, or a file) counted by
+    Anthropic's rule."""
+    from engine.importers.image_tokens import image_rec
+
+    given = b.get("source")
+    src: dict[str, Any] = given if isinstance(given, dict) else {}
+    data = src.get("data") if src.get("type") == "base64" else None
+    ref = str(src.get("url") or src.get("file_id") or "")
+    return image_rec("anthropic", data if isinstance(data, str) else None, str(src.get("media_type") or ""), url=ref)
 
 
 def _anthropic_request(

@@ -59,6 +59,8 @@ def _as_sent(
                 n += counter.count(thinking, Thinking(thinking).sha)
             if role == "tool":
                 n += 4  # as Measure counts a tool result
+            for x in d.get("media") or ():  # its images, counted as the engine counts a media part
+                n += int(x.get("tokens") or 0)
             for c in d.get("tool_calls") or ():
                 args = blobs.get(c.get("arguments_h", ""), "")
                 name = str(c.get("name", ""))
