@@ -175,16 +175,20 @@ def test_a_recording_that_goes_wrong_while_followed_loses_no_turn(rtdir: Path, t
 def test_the_agent_leaving_ends_the_view_after_its_last_turns(rtdir: Path) -> None:
     path = rtdir.parent / "s.cpsession"
     pipe, src, view = _follow(rtdir, path)
+    src.texts.budget = 0  # (every text read from the file when it is asked for: see below)
     try:
-        for t in range(3, 7):
-            _turn(pipe, t)
-        pipe.close_turn()
         moved = path.with_name("moved.cpsession")
         os.rename(path, moved)  # (still the file the agent writes: followed on)
-        _turn(pipe, 7)
+        path.write_bytes(b"not the agent's")  # (and what now has its name is not read)
+        for t in range(3, 8):
+            _turn(pipe, t)
     finally:
         pipe.close()
     _shown_once_each(view, 7)
+    sections = src.full_trace(7)["sections"]
+    assert sections and all(isinstance(src.section_content(7, s["id"]), str) for s in sections)
+    assert "output of step 6" in src.request_body(7)
+    assert src.texts.reads > 0  # read from the agent's file, which no longer has the name it was given
     deadline = time.monotonic() + T
     while view.thread.is_alive():
         assert time.monotonic() < deadline, "follow() did not end when the agent left"

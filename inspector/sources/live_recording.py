@@ -108,6 +108,12 @@ class RecordingFollower(FileSource):
 
     def __init__(self, live: LiveSource, reader: RecordingReader) -> None:
         super().__init__(reader.path, follow=True, reader=reader)
+        # The texts are read by a reader of their own, opened when first needed: by the file's name it
+        # would find nothing, or another file, once the agent's is moved or replaced; the descriptor's
+        # own name in /proc is the file this reader opened (and checked), wherever it is now.
+        by_fd = Path(f"/proc/self/fd/{reader._fd}")
+        if by_fd.exists():
+            self.texts.path = by_fd
         self.live = live  # its connection: the agent's end, and where the session goes if the file fails
         self.pid, self.session, self.timeout = live.pid, live.session, live.timeout
         self.header = {**live.header, "recording": str(reader.path), "following": True}
