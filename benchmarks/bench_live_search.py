@@ -10,7 +10,9 @@ beside it. Bytecode: whatever the environment says (PYTHONDONTWRITEBYTECODE), bo
 
 `--find` times `cp-inspect find PID TEXT` over the same agent instead, as a user runs it: the command in
 a child process (its CPU from the kernel's rusage, start-up and the journal's fetch included; the agent's
-side, this process serving the journal by range, beside it), `--rounds` times; one pass, as `/` is.
+side, this process serving the journal by range, beside it), `--rounds` times; one pass, as `/` is. With
+`--ab DIR` (another tree, say /tmp/start48) each round runs the command from DIR and from this tree
+against the same agent, alternating which goes first, and says whether their outputs are the same.
 
 `--late-failure` times what a spill failure arriving mid-session costs the search: a scan of every turn
 received, then the agent goes on 10 turns, one of them a tool output over the spill threshold whose write
@@ -19,6 +21,7 @@ it with PYTHONPATH=OTHER_TREE for the baseline (the script runs against whicheve
 
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 600 --rounds 3
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 3000 --rounds 3 --find
+    PYTHONPATH=. python benchmarks/bench_live_search.py --turns 2000 --rounds 3 --find --ab /tmp/start48
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1500 --rounds 3 --late-failure
 """
 
@@ -41,6 +44,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--find", action="store_true", help="time `cp-inspect find PID TEXT` (a child process)")
     ap.add_argument("--late-failure", action="store_true", help="time the scan after a spill failure arrives")
+    ap.add_argument("--ab", type=Path, help="with --find: the command from this tree too, side by side")
     args = ap.parse_args()
     rt = Path(tempfile.mkdtemp(prefix="cpls"))
     os.environ["XDG_RUNTIME_DIR"] = str(rt)
@@ -76,7 +80,7 @@ def main() -> None:
         return
     if args.find:
         src.close()
-        find_pid(args.turns, args.rounds)
+        find_pid(args.turns, args.rounds, args.ab)
         pipe.close()
         return
 
@@ -154,36 +158,49 @@ def late_failure(src: Any, step: Callable[..., None], turns: int, rounds: int) -
     )
 
 
-def find_pid(turns: int, rounds: int) -> None:
-    """`cp-inspect find PID query-text` against this process, `rounds` times: child CPU, wall, ours."""
+def find_pid(turns: int, rounds: int, ab: Path | None = None) -> None:
+    """`cp-inspect find PID query-text` against this process, `rounds` times: child CPU, wall, ours; with
+    `ab`, the command from that tree as well, alternating, and whether both listed the same."""
     import resource
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(repo)}
+    trees = [repo] if ab is None else [ab.resolve(), repo]
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
-    rows: list[tuple[float, float, float]] = []
-    lines = 0
-    for _ in range(rounds):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        own, w0 = time.process_time(), time.perf_counter()
-        out = subprocess.run(
-            [sys.executable, "-c", code, "find", str(os.getpid()), "query-text"],
-            capture_output=True, text=True, env=env, timeout=600,
-        )  # fmt: skip
-        wall, own = time.perf_counter() - w0, time.process_time() - own
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if out.returncode != 0:
-            raise SystemExit(f"find failed ({out.returncode}): {out.stderr[-400:]}")
-        lines = len(out.stdout.splitlines()) - 1
-        rows.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall, own))
-    cpu, wall, own = (statistics.median(r[i] for r in rows) for i in range(3))
-    print(
-        f"cp-inspect find PID: {turns} turns, {lines} changes listed; child CPU {cpu:.3f} s "
-        f"({cpu / turns * 1e3:.2f} ms a turn), wall {wall:.3f} s; the agent's side {own:.3f} s CPU; "
-        f"median of {rounds}; load {os.getloadavg()[0]:.1f}"
-    )
+    rows: dict[Path, list[tuple[float, float, float]]] = {t: [] for t in trees}
+    outs: dict[Path, str] = {}
+    for r in range(rounds):
+        for tree in trees if r % 2 == 0 else trees[::-1]:
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            own, w0 = time.process_time(), time.perf_counter()
+            # (cwd the tree: `-c` puts the working directory first on sys.path, before PYTHONPATH, and
+            # both sides ran the tree the benchmark was started in.)
+            out = subprocess.run(
+                [sys.executable, "-c", code, "find", str(os.getpid()), "query-text"],
+                capture_output=True, text=True, env=env, timeout=1800, cwd=tree,
+            )  # fmt: skip
+            wall, own = time.perf_counter() - w0, time.process_time() - own
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if out.returncode != 0:
+                raise SystemExit(f"find failed ({out.returncode}) from {tree}: {out.stderr[-400:]}")
+            outs[tree] = out.stdout
+            used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            rows[tree].append((used, wall, own))
+    for tree in trees:
+        cpu, wall, own = (statistics.median(x[i] for x in rows[tree]) for i in range(3))
+        lines = len(outs[tree].splitlines()) - 1
+        print(
+            f"cp-inspect find PID ({tree}): {turns} turns, {lines} changes listed; child CPU {cpu:.3f} s "
+            f"({cpu / turns * 1e3:.2f} ms a turn; rounds {', '.join(f'{x[0]:.2f}' for x in rows[tree])}), "
+            f"wall {wall:.3f} s; the agent's side {own:.3f} s CPU; median of {rounds}; "
+            f"load {os.getloadavg()[0]:.1f}"
+        )
+    if ab is not None:
+        a, b = (statistics.median(x[0] for x in rows[t]) for t in trees)
+        same = outs[trees[0]] == outs[trees[1]]
+        print(f"this tree / {trees[0]} child CPU: {b / a:.2f}x; outputs {'identical' if same else 'DIFFER'}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """How a turn ends besides Pipeline._finish's general path: the journal's request event of a turn
 (`_request_event`, eager and deferred turns alike), an express-lane turn's end (`_lane_record`, for
 engine/pipeline_express.py), a recorded request rebuilt on a folded state as the live turn made it
-(`rebuild_turn`: the inspector's fold of a probe's stream), and the switch from a replayed state to live
+(`rebuild_turn`; `rebuild_request` with its whole build: the inspector's fold of a probe's stream), and the switch from a replayed state to live
 (`go_live`); `_prefix_blocks`, the cached prefix's block count every end records for the next turn's
 cache-break attribution.
 
@@ -43,7 +43,13 @@ class TurnEnd(Feedback):
         _finish): its trace with the cache-break attribution and the request-time alerts, appended to
         the recent traces, then the event folded. Returns (the trace, the alert rules' verdict for
         `alerts.reevaluate` once the outcome is on it, whether the rebuilt request's hash is the
-        event's `sha`). The inspector's fold of a probe's fold stream builds each turn with it."""
+        event's `sha`). The agent's own fold of the turns it moved to disk builds each turn with it."""
+        built, said, matched = self.rebuild_request(ev)
+        return built.trace, said, matched
+
+    def rebuild_request(self, ev: Event) -> tuple[Built, Any, bool]:
+        """rebuild_turn, handing back the whole build (its trace is `.trace`): the inspector's fold of a
+        probe's fold stream, whose build `cp-inspect find PID` searches (the turn is not built again)."""
         self.begin_request(ev["turn"])
         built = self.build(ev.get("bound", {}))
         trace = built.trace
@@ -53,7 +59,7 @@ class TurnEnd(Feedback):
         self._prev = (built.serialized.blocks, _prefix_blocks(built.serialized), self.config.model)
         self.traces.append(trace)
         self.fold(ev)
-        return trace, said, built.serialized.request_sha256 == ev.get("sha")
+        return built, said, built.serialized.request_sha256 == ev.get("sha")
 
     def go_live(self, last: Built | None = None) -> None:
         """Continue live from a folded (replayed) state: the next request's cache-break attribution

@@ -11,7 +11,7 @@ from typing import Any
 from engine.wording import counted
 
 from .cli_output import echo
-from .content_search import LEAVES, Change
+from .content_search import LEAVES, Change, FoldIndex
 from .recording_open import fail, open_recording
 
 
@@ -22,16 +22,18 @@ def find(target: str | Path, text: str, as_json: bool = False) -> None:
 
     if not text.strip():
         fail("find: give the text to search for (any case), e.g. cp-inspect find run.cpsession 'tier.py'", 2)
-    source, turns, file = _open(target)
-    scan = ContentScan(text, source)
-    scan.open_for(source)  # one pass: a recording's (its own reader, as verify reads it), an agent's journal
+    source, turns, file, folded = _open(target)
+    scan = ContentScan(text, source, folded)
+    if folded is None:
+        # One pass: a recording's (its own reader, as verify reads it), an agent's journal.
+        scan.open_for(source)
     try:
         scan.scan_to(turns, lambda: False)
         rows: list[dict[str, object]] = []
         for c in scan.changes:
             words = ""
             if c.kind != LEAVES:  # the text where it came in: its last occurrence in that section
-                words = snippet(source.section_content(c.turn, c.section), scan.needle, last=True)
+                words = snippet(scan.section_text(c.turn, c.section), scan.needle, last=True)
             rows.append(
                 {
                     "turn": c.turn,
@@ -82,9 +84,10 @@ def find(target: str | Path, text: str, as_json: bool = False) -> None:
         raise SystemExit(1)
 
 
-def _open(target: str | Path) -> tuple[Any, list[int], str]:
-    """(the source, its turn numbers, what to call it): a recording, or a running agent's journal up to
-    now through its probe (a PID or PID.SESSION that is not a file here), as `explain PID` reads it."""
+def _open(target: str | Path) -> tuple[Any, list[int], str, FoldIndex | None]:
+    """(the source, its turn numbers, what to call it, the index of what each turn sent that reading it
+    made, if it did): a recording, or a running agent's journal up to now through its probe (a PID or
+    PID.SESSION that is not a file here), as `explain PID` reads it."""
     from engine.probe.runtime_dir import parse_target
 
     from .sources.file import FileSource
@@ -92,15 +95,17 @@ def _open(target: str | Path) -> tuple[Any, list[int], str]:
     live = parse_target(str(target))
     if live is None or Path(target).exists():
         reader = open_recording(Path(target))
-        return FileSource(Path(target), reader=reader), reader.turn_numbers(), str(target)
+        return FileSource(Path(target), reader=reader), reader.turn_numbers(), str(target), None
     from engine.errors import ContextPipeError
 
     from .sources.live import LiveSource
 
     name = f"agent {target}"
+    index = FoldIndex()
     try:
-        # The fold stream (as attach): the agent builds no trace for us, and sends its journal by range.
-        src = LiveSource(live[0], session=live[1], fold=True, backfill_idle=None)
+        # The fold stream (as attach): the agent builds no trace for us, and sends its journal by range;
+        # our fold of it builds each request, and the search reads that build (`index`), not another.
+        src = LiveSource(live[0], session=live[1], fold=True, backfill_idle=None, on_build=index.add)
     except ContextPipeError as exc:
         fail(str(exc))
     try:
@@ -109,7 +114,8 @@ def _open(target: str | Path) -> tuple[Any, list[int], str]:
         src.close()
         fail(f"{name}: {exc}")
     turns = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
-    return src, turns, name
+    # An agent that sends no fold stream (from before it): its journal is built in one pass of its own.
+    return src, turns, name, index if index.turns else None
 
 
 def _short(c: Change) -> str:

@@ -325,3 +325,106 @@ def test_a_section_that_only_grew_is_not_walked_again() -> None:
     finally:
         stream.close()
         src.close()
+
+
+def _journal_pass(src: Any, text: str, turns: list[int]) -> list[tuple[int, str, str, int, int, str]]:
+    """What `find` listed before it read the fold's builds: a one-pass stream of its own over the journal
+    received (JournalStream), each snippet from the source's re-plan of the turn."""
+    from inspector.content_search import LEAVES, snippet
+
+    scan = ContentScan(text, src, JournalStream(src))
+    scan.scan_to(turns, lambda: False)
+    return [
+        (
+            c.turn,
+            c.kind,
+            c.section,
+            c.count,
+            c.before,
+            "" if c.kind == LEAVES else snippet(src.section_content(c.turn, c.section), scan.needle, last=True),
+        )
+        for c in scan.changes
+    ]
+
+
+def test_find_pid_builds_each_turn_once(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """`cp-inspect find PID TEXT` read the agent's journal through the live fold (a build a request, for
+    its trace), searched it with a one-pass stream of its own (every request built again) and re-planned
+    each listed turn for its snippet: 2 builds a turn and more (2,000 turns: 4,039 builds). It reads the
+    fold's builds now (content_search.FoldIndex): one a turn, and the listing is the one the stream's
+    gave, snippets and all."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from engine.pipeline import Pipeline
+    from inspector.cli import app
+    from inspector.sources.live import LiveSource
+
+    pipe = serving_pipeline(monkeypatch, rtdir)
+    try:
+        _turns(pipe, 0, 14)
+        builds: list[int] = []
+        real_build = Pipeline.build
+
+        def counted(self: Any, *a: Any, **kw: Any) -> Any:
+            if self is not pipe:  # (the agent builds nothing meanwhile; its probe answers from the journal)
+                builds.append(1)
+            return real_build(self, *a, **kw)
+
+        monkeypatch.setattr(Pipeline, "build", counted)
+        r = CliRunner().invoke(app, ["find", str(os.getpid()), "Needle", "--json"])
+        monkeypatch.setattr(Pipeline, "build", real_build)
+        assert r.exit_code == 0, r.output
+        assert len(builds) == 14, (len(builds), "one build a turn")
+        got = json.loads(r.output)["changes"]
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True)
+        try:
+            src.replayer()
+            want = _journal_pass(src, "Needle", list(range(14)))
+        finally:
+            src.close()
+        assert [
+            (c["turn"], c["kind"], c["section"], c["matches"], c["before"], c["snippet"]) for c in got
+        ] == want
+        assert [w[:2] for w in want] == [(6, "enters"), (10, "enters")] and "NEEDLE" in want[0][5]
+    finally:
+        pipe.close()
+
+
+def test_the_live_fold_fails_the_spill_writes_the_agent_failed(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """A spill write that failed in the agent's run kept that content in its requests; the inspector's
+    fold spilled it, so every request from there was rebuilt to another hash (a mismatch a turn, each
+    turn's trace asked of the agent, and `find PID` searched requests that were not sent). The fold fails
+    that write too from the request that lists it: no mismatch, and `find PID`'s index (the fold's
+    builds) counts what the one-pass stream counts."""
+    from engine.optimize import OptimizeLimits
+    from inspector.content_search import FoldIndex
+    from inspector.sources.live import LiveSource
+
+    pipe = serving_pipeline(
+        monkeypatch, rtdir, spill=_FailsOn("DISKFULL"), limits=OptimizeLimits(spill_threshold=200)
+    )
+    try:
+        for t in range(16):
+            big = f"output of step {t}\n" + "a line of the build log\n" * 120
+            one_turn(pipe, t, big + (" DISKFULL" if t == 8 else "") + (" NEEDLE" if t in (4, 8) else ""))
+        index = FoldIndex()
+        src = LiveSource(os.getpid(), timeout=T, backfill_idle=None, fold=True, on_build=index.add)
+        try:
+            assert src.replayer().fail_keys, "the agent's journal lists the failed write"
+            assert src._tf is not None and src._tf.rebuilt + len(src._tf.mismatches) > 0
+            assert src._tf.mismatches == [], "rebuilt to the hash the agent sent"
+            assert sorted(index.turns) == list(range(16))
+            scan = ContentScan("needle", src, index)
+            scan.scan_to(list(range(16)), lambda: False)
+            want = ContentScan("needle", src, JournalStream(src))
+            want.scan_to(list(range(16)), lambda: False)
+            assert scan.counts == want.counts and scan.changes == want.changes
+            assert [(c.turn, c.kind) for c in scan.changes] == [(9, "enters")]
+        finally:
+            src.close()
+    finally:
+        pipe.close()

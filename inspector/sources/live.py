@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.probe.client import ProbeClient, ProbeError, ProtocolMismatch
 from engine.probe.lean import FETCH_QUEUE
@@ -29,6 +29,9 @@ from inspector.sources import (
     SourceEvent,
 )
 from inspector.sources.live_fetch import LiveFetch
+
+if TYPE_CHECKING:
+    from engine.pipeline_request import Built
 
 # Turns the replayer's fold reads the trace of, besides the one before each checkpoint: the few before
 # the turn asked for (a re-plan reads the previous turn's trace; why-missed re-plans the one before).
@@ -102,12 +105,14 @@ class LiveSource(LiveFetch):
         backfill_idle: float | None = BACKFILL_IDLE,
         fold: bool = False,
         follow_recording: bool = False,
+        on_build: Callable[[int, Built], None] | None = None,
     ) -> None:
         """`lean=False` asks for every turn whole (the stream before the lean one); `elide=False` (with
         lean) for every event (the lean stream before the elided one); `backfill_idle=None` fetches
         summarized traces and elided events only when they are needed. `fold=True` (with elide) asks for
         the fold stream (see _fold_new), so that the agent need not build its turns' traces for us
-        (`cp-inspect attach` asks; from an agent that does not offer it, the elided stream).
+        (`cp-inspect attach` asks; from an agent that does not offer it, the elided stream); `on_build`
+        is then handed each request our fold builds (inspector/sources/live_fold.py: `find PID`).
         `follow_recording=True` asks to read a recording agent's turns from its recording instead
         (engine.probe.handshake, "Following the recording"): if the agent agrees, `client.following` says
         so and nothing is read here (inspector/sources/live_recording.py takes it from there); if not,
@@ -115,6 +120,7 @@ class LiveSource(LiveFetch):
         super().__init__(
             pid, timeout, session, lean=lean, elide=elide, backfill_idle=backfill_idle, fold=fold
         )
+        self.on_build = on_build
         self.follow_recording = follow_recording
         # Attach for the whole snapshot, not its tail: a recording follower that falls back here goes on
         # from the first turn it had not shown, which a tail's stand-ins would not number yet.

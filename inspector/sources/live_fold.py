@@ -12,19 +12,30 @@ order. At the marker the turn's trace is done: `feed` hands it back.
 Each rebuilt request's hash is compared with the request event's `sha`; a turn that does not match is
 handed back as a mismatch, and the source asks the agent for its own trace of it (`trace N`). A `turn`
 event the agent did build (for a recorder, another client) is its trace as it is, and replaces the
-rebuilt one for the turns after it.
+rebuilt one for the turns after it. A spill write the agent's run failed is failed by the fold's pipeline
+too, from the request event that first lists it (as content_search.JournalStream does): the agent kept
+that content, and a fold that spilled it rebuilt every later request to another hash.
+
+`on_build`, when given, is handed each request's whole build as it is made (the turn, the Built):
+`cp-inspect find PID` indexes what each turn sent from it (content_search.FoldIndex), so that a turn is
+built once, not once for its trace and again for the search.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.pipeline import Pipeline
 from engine.recording.journal import trace_of
 from engine.recording.replay import Replayer
 from engine.recording.turn_fold import settle_outcome
+from engine.spill import MemorySpill
 from engine.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from engine.pipeline_request import Built
 
 
 @dataclass
@@ -41,8 +52,13 @@ class Folded:
 class TraceFold:
     """Folds journal events (from the first, in order) and rebuilds each turn's trace; not thread-safe."""
 
-    def __init__(self, counter: TokenCounter | None = None) -> None:
+    def __init__(
+        self,
+        counter: TokenCounter | None = None,
+        on_build: Callable[[int, Built], None] | None = None,
+    ) -> None:
         self.counter = counter if counter is not None else TokenCounter()
+        self.on_build = on_build  # handed each request's build (see the module's docstring)
         self.pipe: Pipeline | None = None
         self.folded = 0  # events fed
         self.rebuilt = 0  # turns whose trace was rebuilt to the request's hash
@@ -93,10 +109,17 @@ class TraceFold:
         return None
 
     def _request(self, pipe: Pipeline, ev: dict[str, Any]) -> None:
-        """What Pipeline._finish does for a turn, on the folded state (Pipeline.rebuild_turn)."""
-        trace, said, matched = pipe.rebuild_turn(ev)
-        self._open, self._said = trace, said
+        """What Pipeline._finish does for a turn, on the folded state (Pipeline.rebuild_request)."""
+        listed, spill = ev.get("spill_failures"), pipe.spill
+        if listed and isinstance(spill, MemorySpill):  # (the replay's: its fail_keys read at each write)
+            keys = frozenset(str(f).split(":", 1)[0] for f in listed)
+            if not keys <= spill.fail_keys:
+                spill.fail_keys = spill.fail_keys | keys
+        built, said, matched = pipe.rebuild_request(ev)
+        self._open, self._said = built.trace, said
         self._bad = None if matched else ev["turn"]
+        if self.on_build is not None:
+            self.on_build(ev["turn"], built)
 
     def _outcome(self, pipe: Pipeline, key: str, value: Any) -> None:
         """Pipeline._settle on the open turn's trace: the outcome, and the rules that read it again."""

@@ -30,7 +30,7 @@ class LiveFoldStream(LivePlaceholders):
         if not self._folding:
             return done
         if self._tf is None:
-            self._tf = TraceFold(self._counter())
+            self._tf = TraceFold(self._counter(), self.on_build)
         tf, evs = self._tf, self.events
         while self._tf_at < len(evs):
             ev = evs[self._tf_at]

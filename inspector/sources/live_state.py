@@ -13,11 +13,15 @@ from __future__ import annotations
 import socket
 import threading
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from engine.probe.client import ProbeClient
 from inspector.sources.live_fold import TraceFold
 from inspector.sources.replaying import ReplayingSource
+
+if TYPE_CHECKING:
+    from engine.pipeline_request import Built
 
 
 class LiveState(ReplayingSource):
@@ -49,6 +53,7 @@ class LiveState(ReplayingSource):
         self._fold_refused = False
         self._folding = False  # the agent sends the fold stream
         self._tf: TraceFold | None = None  # our fold of `events` (see _fold_new)
+        self.on_build: Callable[[int, Built], None] | None = None  # handed our fold's builds (LiveSource)
         self._tf_at = 0  # events folded so far
         # Turns closed by a marker that the fold could not build yet (their request before what it has,
         # a mismatch): their timeline entry, filled when the agent's own trace (asked for) or the

@@ -39,8 +39,14 @@ def shared_counter() -> TokenCounter:
 
 
 def section_text(section: Section) -> str:
+    return items_text(section.items)
+
+
+def items_text(items: Iterable[Any]) -> str:
+    """A section's text from its items (section_text's; content search has a turn's items, not its
+    Section: inspector/content_search.py)."""
     out: list[str] = []
-    _pieces(section.items, out)
+    _pieces(items, out)
     return "\n\n".join(out)
 
 
