@@ -42,7 +42,9 @@ def ps(as_json: bool = False) -> None:
             "or runs under `cp-inspect run -- CMD`)"
         )
         return
-    width = _terminal_columns()
+    from .cli_table import terminal_columns
+
+    width = terminal_columns()
 
     def shown(v: object) -> str:
         return "-" if v is None else str(v)
@@ -90,14 +92,3 @@ def command_in(command: str, room: int | None) -> str:
     if room is None or len(command) <= room or room < COMMAND_MIN:
         return command
     return command[: room - 1] + "…"
-
-
-def _terminal_columns() -> int | None:
-    """The terminal's width when stdout is one (COLUMNS first, as `ls` and `ps` honour it), else None."""
-    import shutil
-    import sys
-
-    isatty = getattr(sys.stdout, "isatty", None)
-    if isatty is None or not isatty():
-        return None
-    return shutil.get_terminal_size().columns

@@ -166,6 +166,7 @@ def report(files: list[str], as_json: bool, window_text: str | None, svg: Path |
     from engine.sim.simulate_read import TRACE_FIELDS
     from engine.sim.simulate_settings import NoRequests
 
+    from .cli_table import terminal_columns
     from .fleet_report import idle_row, render_svg, render_table, session_row, totals_row
 
     # Wrong options are refused before any session is simulated: a bad --window was reported as every
@@ -255,7 +256,7 @@ def report(files: list[str], as_json: bool, window_text: str | None, svg: Path |
     if as_json:
         echo(json.dumps({"sessions": rows, "total": total, "skipped": skipped}, indent=2))
         return
-    echo(render_table(rows, total))
+    echo(render_table(rows, total, terminal_columns()))
     if skipped:
         echo(f"{counted(len(skipped), 'recording')} skipped: not in the totals (the reasons are above)")
     if svg is not None:

@@ -113,28 +113,48 @@ def session_names(rows: list[dict[str, Any]], width: int = 33) -> list[str]:
     return out
 
 
-def render_table(rows: list[dict[str, Any]], total: dict[str, Any]) -> str:
-    head = f"{'SESSION':<34}{'CALLS':>6}{'PROMPT':>9}{'HIT':>7}{'BREAKS':>7}{'COST $':>10}{'ENGINE $':>10}{'SAVES':>8}"
-    lines = [head]
-    for r, name in zip(rows, session_names(rows), strict=True):
+# The SESSION column's width at most (names cut to one less) and at least, when the terminal is narrow.
+NAME_COLUMN, NAME_COLUMN_MIN = 34, 17
+
+
+def render_table(rows: list[dict[str, Any]], total: dict[str, Any], room: int | None = None) -> str:
+    """The table, its causes and notes at `room` columns (None: a pipe's, every row whole on one line):
+    the session names give room first (down to NAME_COLUMN_MIN, cut in the middle), then the columns
+    that still do not fit go to a second table (inspector/cli_table.py)."""
+    from .cli_table import Column, fitted, wrapped
+
+    figures = (("CALLS", 6), ("PROMPT", 9), ("HIT", 7), ("BREAKS", 7), ("COST $", 10), ("ENGINE $", 10), ("SAVES", 8))
+    name_w = NAME_COLUMN
+    if room is not None:
+        name_w = max(NAME_COLUMN_MIN, min(NAME_COLUMN, room - sum(w for _, w in figures)))
+    names = session_names(rows, name_w - 1)
+    cells: list[list[str]] = []
+    for r in rows:
         saves = _share(r["engine_saving_usd"], r["cost_usd"])
         basis = "*" if r["basis"] == "as_sent" else ""
-        lines.append(f"{name:<34}{r['calls']:>6}{tok(r['prompt_tokens']):>9}{r['cache_hit_rate']:>7.1%}"
-                     f"{r['cache_breaks']:>7}{r['cost_usd']:>9.4f}{basis:1}{r['engine_cost_usd']:>10.4f}{saves:>8.1%}")
+        cells.append([f"{r['calls']}", tok(r["prompt_tokens"]), f"{r['cache_hit_rate']:.1%}", f"{r['cache_breaks']}",
+                      f"{r['cost_usd']:>9.4f}{basis:1}", f"{r['engine_cost_usd']:.4f}", f"{saves:.1%}"])
     saves = _share(total["engine_saving_usd"], total["cost_usd"])
-    lines.append(f"{'TOTAL (' + counted(total['sessions'], 'session') + ')':<34}{total['calls']:>6}"
-                 f"{tok(total['prompt_tokens']):>9}{total['cache_hit_rate']:>7.1%}{total['cache_breaks']:>7}"
-                 f"{total['cost_usd']:>9.4f} {total['engine_cost_usd']:>10.4f}{saves:>8.1%}")
+    cells.append([f"{total['calls']}", tok(total["prompt_tokens"]), f"{total['cache_hit_rate']:.1%}",
+                  f"{total['cache_breaks']}", f"{total['cost_usd']:>9.4f} ", f"{total['engine_cost_usd']:.4f}", f"{saves:.1%}"])
+    label = next((t for t in (f"TOTAL ({counted(total['sessions'], 'session')})", f"TOTAL ({total['sessions']:,})")
+                  if len(t) < name_w), "TOTAL")
+    columns = [Column("SESSION", [*names, label], name_w, left=True)]
+    columns += [Column(head, [c[i] for c in cells], w) for i, (head, w) in enumerate(figures)]
+    lines = fitted(columns, room)
+    prose: list[str] = []
     if total["cache_break_causes"]:
-        lines.append("cache breaks by cause: " + ", ".join(f"{c} {n}" for c, n in total["cache_break_causes"].items()))
+        prose.append("cache breaks by cause: " + ", ".join(f"{c} {n}" for c, n in total["cache_break_causes"].items()))
     if any(r["basis"] == "as_sent" for r in rows):
         # The whole row is the as-sent simulation then (paid = as_sent), not only its cost.
-        lines.append("* no provider usage recorded: prompt tokens, hit rate and cost simulated from the requests as sent")
+        prose.append("* no provider usage recorded: prompt tokens, hit rate and cost simulated from the requests as sent")
     stood_in = sorted({str(r["priced_as"]) for r in rows if r["model_stood_in"]})
     if stood_in:
-        lines.append(f"priced as {', '.join(stood_in)} (--model): sessions whose own model has no price")
-    lines.append("ENGINE $: what was paid, times the engine policy's simulated cost over the simulated cost of "
+        prose.append(f"priced as {', '.join(stood_in)} (--model): sessions whose own model has no price")
+    prose.append("ENGINE $: what was paid, times the engine policy's simulated cost over the simulated cost of "
                  "the requests as sent (the same simulator and prices)")
+    for line in prose:
+        lines += wrapped(line, room)
     return "\n".join(lines)
 
 

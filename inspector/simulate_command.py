@@ -197,11 +197,14 @@ def run(
                 out["total"] = {name: _fig_json(*totals) for name, totals in policy_totals(reports).items()}
         print(json.dumps(out, indent=2))
         return
+    from .cli_table import terminal_columns
+
+    room = terminal_columns()
     if policies:
-        print(render_policies(reports))
+        print(render_policies(reports, room))
         return
     for r in reports:
-        print(render_text(r))
+        print(render_text(r, room))
 
 
 def _unpriced_among_several(exc: Exception, files: list[Path], model: str | None) -> str:
@@ -236,27 +239,32 @@ ROWS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def render_text(r: SimulationReport) -> str:
+def render_text(r: SimulationReport, room: int | None = None) -> str:
+    """The columns side by side at `room` columns (None: a pipe's, every row on one line); columns that
+    do not fit go to a second table under the first, with the row labels again (cli_table.fitted)."""
     from engine.sim.simulate_figures import POLICY_NAMES
+
+    from .cli_table import Column, fitted, wrapped
 
     cols = [n for n in POLICY_NAMES]
     pol: dict[str, PolicyFigures | None] = r.policies
     rec = r.recorded
-    lines = [
-        f"SIMULATE {r.source}",
+    lines = [f"SIMULATE {r.source}"]
+    for line in (
         f"  {r.simulated_turns} of {counted(r.turns, 'turn')}; model {r.model}; engine policy {r.engine_provider}; "
         f"cache rules {r.cache_rules}; window {r.window:,} (recorded {rec['window']:,}, "
         f"{rec['model']} via {rec['provider']})",
         f"  {r.prices_line()}",
-        "",
-    ]
+    ):
+        lines += wrapped(line, room, "    ")
+    lines.append("")
     label_w = max(len(label) for label, _ in ROWS) + 2
     cells = {c: [fn(pol[c]) if pol.get(c) is not None else "-" for _, fn in ROWS] for c in cols}
-    widths = {c: max(len(c), *(len(x) for x in cells[c])) + 2 for c in cols}
-    lines.append(" " * label_w + "".join(c.rjust(widths[c]) for c in cols))
-    for i, (label, _) in enumerate(ROWS):
-        lines.append(label.ljust(label_w) + "".join(cells[c][i].rjust(widths[c]) for c in cols))
+    columns = [Column("", [label for label, _ in ROWS], label_w, left=True)]
+    columns += [Column(c, cells[c], max(len(c), *(len(x) for x in cells[c])) + 2) for c in cols]
+    lines += fitted(columns, room)
     lines.append("")
+    tail: list[str] = []
     be = r.break_even_cached_price_ratio
     p, c = pol["pipeline"], pol["gates_closed"]
     if be is None and p is not None and c is not None:
@@ -267,11 +275,11 @@ def render_text(r: SimulationReport) -> str:
         else:
             cheaper = "pipeline" if p.cost_usd <= c.cost_usd else "gates_closed"
             verdict = f"{cheaper} is cheaper at every cached price from 0 to 100% of the input price"
-        lines.append(f"break-even cached-token price: none ({verdict})")
+        tail.append(f"break-even cached-token price: none ({verdict})")
     elif be is not None and p is not None and c is not None:
         above = "pipeline" if p.totals.cache_read < c.totals.cache_read else "gates_closed"
         below = "gates_closed" if above == "pipeline" else "pipeline"
-        lines.append(
+        tail.append(
             f"break-even cached-token price: {100 * be:.1f}% of the input price "
             f"({above} is cheaper above it, {below} below)"
         )
@@ -279,9 +287,11 @@ def render_text(r: SimulationReport) -> str:
         fig = pol.get(name)
         if fig is not None and fig.cache_break_causes:
             causes = "; ".join(f"{k} x{v}" for k, v in fig.cache_break_causes.items())
-            lines.append(f"cache breaks ({name}): {causes}")
+            tail.append(f"cache breaks ({name}): {causes}")
     for n in r.notes:
-        lines.append(f"note: {n}")
+        tail.append(f"note: {n}")
+    for line in tail:
+        lines += wrapped(line, room)
     lines.append(f"({1000 * r.elapsed_s:.0f} ms)")
     return "\n".join(lines)
 
@@ -322,9 +332,13 @@ def _fig_json(t: CallCache, cost: float, comps: int, breaks: int, out: int) -> d
     }
 
 
-def render_policies(reports: list[SimulationReport]) -> str:
-    """One table: a row per policy, summed over every recording given."""
+def render_policies(reports: list[SimulationReport], room: int | None = None) -> str:
+    """One table: a row per policy, summed over every recording given, at `room` columns (None: a pipe's,
+    every row on one line); columns that do not fit go to a second table under the first, with the
+    policy names again (cli_table.fitted)."""
     from engine.sim.simulate_settings import policy_doc
+
+    from .cli_table import Column, fitted, wrapped
 
     tot = policy_totals(reports)
     base = tot.get("paper")
@@ -340,12 +354,14 @@ def render_policies(reports: list[SimulationReport]) -> str:
     head = f"SIMULATE --policies: {counted(len(reports), 'recording')}, window " + "; ".join(
         f"{w}{which(rs)}" for w, rs in windows.items()
     )
-    lines = [head]
+    lines = wrapped(head, room)
     for line, rs in _grouped(reports, lambda r: r.prices_line()).items():
-        lines.append(f"  {line}{which(rs)}")
+        lines += wrapped(f"  {line}{which(rs)}", room, "    ")
     for r in reports:
         if r.calibration != 1.0:
-            lines.append(f"  token counts calibrated to the provider's (x{r.calibration:.3f} on {r.source})")
+            lines += wrapped(
+                f"  token counts calibrated to the provider's (x{r.calibration:.3f} on {r.source})", room, "    "
+            )
     lines.append("")
     cols = (
         "policy",
@@ -372,21 +388,20 @@ def render_policies(reports: list[SimulationReport]) -> str:
                 str(breaks),
             )
         )
-    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
-    lines.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(cols)))
-    for row in rows:
-        lines.append(
-            "  ".join(v.ljust(widths[0]) if i == 0 else v.rjust(widths[i]) for i, v in enumerate(row))
-        )
+    columns = [
+        Column(c, [row[i] for row in rows], max(len(c), *(len(row[i]) for row in rows)), left=i == 0)
+        for i, c in enumerate(cols)
+    ]
+    lines += fitted(columns, room, "  ")
     lines.append("")
     for name in tot:
-        lines.append(f"{name}: {policy_doc(name)}")
+        lines += wrapped(f"{name}: {policy_doc(name)}", room)
     notes: dict[str, list[SimulationReport]] = {}
     for r in reports:
         for n in dict.fromkeys(r.notes):
             notes.setdefault(n, []).append(r)
     for n, rs in notes.items():
-        lines.append(f"note: {n}" + (f" ({', '.join(r.source for r in rs)})" if many else ""))
+        lines += wrapped(f"note: {n}" + (f" ({', '.join(r.source for r in rs)})" if many else ""), room)
     return "\n".join(lines)
 
 

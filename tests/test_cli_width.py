@@ -1,0 +1,172 @@
+"""`cp-inspect report` and `simulate` fit the terminal they print on (inspector/cli_table.py).
+
+`report` printed 91 columns and `simulate --policies all` 100 (`simulate FILE` 88), so at an 80-column
+terminal every row wrapped onto a second line and no column lined up with its head. On a terminal
+the tables now fit: report's session names give room first (cut in the middle), then the columns that
+still do not fit go to a second table that repeats each row's name; prose lines wrap at the width. A
+pipe gets every row whole on one line, whatever COLUMNS says, the same bytes as before."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inspector.cli_table import Column, fitted, wrapped
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMOS = sorted(str(p) for p in (ROOT / "demo_sessions").glob("*.cpsession"))
+ANTHROPIC = str(ROOT / "demo_sessions" / "scout-anthropic.cpsession")
+
+
+def _on_terminal(args: list[str], cols: int, env: dict[str, str] | None = None) -> list[str]:
+    """`cp-inspect ARGS` run with its stdout on a pseudo-terminal `cols` wide: the lines it printed."""
+    master, slave = os.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+        run_env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        run_env.update(env or {})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "inspector", *args],
+            stdout=slave, stderr=subprocess.PIPE, cwd=ROOT, env=run_env,
+        )  # fmt: skip
+        os.close(slave)
+        slave = -1
+        got = b""
+        while True:
+            if select.select([master], [], [], 60)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # (the child closed its end: Linux says EIO)
+                    chunk = b""
+                if not chunk:
+                    break
+                got += chunk
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+        if proc.stderr:
+            proc.stderr.close()
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+    return got.decode().replace("\r\n", "\n").splitlines()
+
+
+def _piped(args: list[str], env: dict[str, str] | None = None) -> list[str]:
+    run_env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    run_env.update(env or {})
+    out = subprocess.run(
+        [sys.executable, "-m", "inspector", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=run_env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_report_fits_an_80_column_terminal_and_a_pipe_keeps_whole_rows() -> None:
+    lines = _on_terminal(["report", *DEMOS], 80)
+    assert lines and max(map(len, lines)) <= 80, [ln for ln in lines if len(ln) > 80]
+    head = lines[0]
+    assert head.split() == [
+        "SESSION",
+        "CALLS",
+        "PROMPT",
+        "HIT",
+        "BREAKS",
+        "COST",
+        "$",
+        "ENGINE",
+        "$",
+        "SAVES",
+    ]
+    rows = lines[1:5]
+    assert [r.split()[0] for r in rows] == [
+        "scout-anthropic",
+        "scout-gates-closed",
+        "scout-openai.cpsession",
+        "TOTAL",
+    ]
+    end = head.index("CALLS") + len("CALLS")
+    assert [r[end - 3 : end] for r in rows] == [" 40", " 40", " 40", "120"], "under their head"
+    assert any(ln.startswith("ENGINE $: what was paid") for ln in lines)
+    assert any(ln.startswith("  ") and "simulator and prices)" in ln for ln in lines), "wrapped, indented"
+    # A pipe: every row whole, as before (91 columns), even with COLUMNS set narrower.
+    piped = _piped(["report", *DEMOS], {"COLUMNS": "60"})
+    assert len(piped[0]) == 91 and piped[0].startswith("SESSION" + " " * 28 + "CALLS")
+    assert piped[1].startswith("scout-anthropic.cpsession ")
+    assert any(len(ln) > 140 and ln.startswith("ENGINE $:") for ln in piped), "prose not wrapped"
+
+
+def test_simulate_policies_fits_an_80_column_terminal_in_two_tables() -> None:
+    lines = _on_terminal(["simulate", ANTHROPIC, "--policies", "all"], 80)
+    assert max(map(len, lines)) <= 80, [ln for ln in lines if len(ln) > 80]
+    heads = [i for i, ln in enumerate(lines) if ln.startswith("policy ")]
+    assert len(heads) == 2, lines
+    first, second = lines[heads[0]].split(), lines[heads[1]].split()
+    assert first[:3] == ["policy", "prompt", "tokens"] and second == ["policy", "compactions", "breaks"]
+    names = [ln.split()[0] for ln in lines[heads[1] + 1 : heads[1] + 8]]
+    assert names == [ln.split()[0] for ln in lines[heads[0] + 1 : heads[0] + 8]]
+    assert "cost_aware" in names and "paper" in names
+    piped = _piped(["simulate", ANTHROPIC, "--policies", "all"], {"COLUMNS": "80"})
+    head = next(ln for ln in piped if ln.startswith("policy "))
+    assert len(head) == 100 and head.endswith("compactions  breaks")
+
+
+def test_simulate_fits_a_narrow_terminal() -> None:
+    lines = _on_terminal(["simulate", ANTHROPIC], 72)
+    assert max(map(len, lines)) <= 72, [ln for ln in lines if len(ln) > 72]
+    tables = [ln for ln in lines if ln.strip().startswith("pipeline") or ln.strip().startswith("as_sent")]
+    assert tables, lines
+    cells = " ".join(lines)
+    for column in ("pipeline", "gates_closed", "as_sent", "actual"):
+        assert column in cells
+    assert sum(1 for ln in lines if ln.startswith("cost (USD)")) == 2, "the row labels in both tables"
+
+
+def test_fitted_keeps_whole_rows_without_a_width_and_splits_with_one() -> None:
+    cols = [
+        Column("name", ["a", "bb"], 6, left=True),
+        Column("one", ["1", "22"], 6),
+        Column("two", ["3", "4"], 6),
+        Column("three", ["5", "6"], 8),
+    ]
+    assert fitted(cols, None) == [
+        "name     one   two   three",
+        "a          1     3       5",
+        "bb        22     4       6",
+    ]
+    assert fitted(cols, 26) == fitted(cols, None)
+    assert fitted(cols, 25) == [
+        "name     one   two",
+        "a          1     3",
+        "bb        22     4",
+        "",
+        "name     three",
+        "a            5",
+        "bb           6",
+    ]
+    # A column too wide even beside the first alone is a table of its own (the terminal wraps it).
+    assert fitted(cols, 10)[0::4] == ["name     one", "name     two", "name     three"]
+
+
+@pytest.mark.parametrize("room", [None, 200])
+def test_wrapped_leaves_a_line_that_fits(room: Any) -> None:
+    line = "note: " + "word " * 30
+    assert wrapped(line, room) == [line]
+    got = wrapped(line, 40)
+    assert max(map(len, got)) <= 40 and all(g.startswith("  ") for g in got[1:])
+    assert " ".join(g.strip() for g in got) == line.strip()
