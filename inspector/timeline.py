@@ -23,6 +23,8 @@ def summarize(trace: dict) -> dict:
     # The calibration puts final_tokens on the provider's scale (the strip's bars and hit rate, where the
     # provider gave no prompt count: panels/provider_scale.sent).
     out = {k: trace.get(k) for k in ("turn", "final_tokens", "calibration", "error")}
+    if trace.get("retries"):  # failed attempts sent again before its answer (a `n` stop, see interesting_reasons)
+        out["retries"] = len(trace["retries"])
     if trace.get("tap_errors"):  # a tapped client's journaling failures so far (the status line shows it)
         out["tap_errors"] = trace["tap_errors"]
     out["tier"] = sys.intern(str(trace.get("tier")))
@@ -49,7 +51,7 @@ def summarize(trace: dict) -> dict:
 
 
 def interesting_reasons(trace: dict, previous: dict | None) -> list[str]:
-    """Why a turn deserves a stop when jumping: tier change, cache break, alert, error."""
+    """Why a turn deserves a stop when jumping: tier change, cache break, alert, error, a call retried."""
     reasons = []
     if previous is not None and previous.get("tier") != trace.get("tier"):
         reasons.append(f"tier {previous.get('tier')} -> {trace.get('tier')}")
@@ -59,6 +61,8 @@ def interesting_reasons(trace: dict, previous: dict | None) -> list[str]:
         reasons.append(counted(len(trace['alerts']), 'alert'))
     if trace.get("error"):
         reasons.append("error")
+    if trace.get("retries"):  # (a list on a whole trace, its length on a summary)
+        reasons.append("retried")
     return reasons
 
 

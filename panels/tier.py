@@ -68,6 +68,14 @@ class TierPanel(LinePanel):
             # tooltip and `?` say it whole (status_whole), as explain does.
             at = 2 if isinstance(branch, dict) else 1
             lines.insert(at, Content.assemble(("unsure", "$warning"), f" {ambiguous_short(unsure)}"))
+        tried = t.get("retries")
+        if isinstance(tried, list) and tried:
+            # Failed attempts the agent's SDK sent again before this call's answer (a 429, an overload:
+            # engine/capture/proxy/retries.py), as explain's "retried:" line says them. Under the tier (the
+            # error, when every attempt failed, above it): at 80x24 the panel shows three rows, and a
+            # rate-limited agent's turns looked like any other here.
+            said = ", ".join("not reached" if a.get("status") is None else f"HTTP {a['status']}" for a in tried)
+            lines.insert(1, Content.assemble(("retried", "$warning"), f" after {said}"))
         if t.get("error"):
             # The call got no answer (an upstream 429/500, a broken stream): first under the tier, above
             # the notes. Last, it was under the panel's edge at 120x40 (the scale's own row above it) and
