@@ -1,5 +1,5 @@
 """Where two requests part, and how far a key run agrees with a call, found with work that follows
-the answer (engine/sim/key_chain.py: shared_prefix_len, _agreeing).
+the answer (engine/sim/shared_prefix.py: shared_prefix_len; engine/sim/key_walk.py: _agreeing).
 
 A clear_tool_uses column past its trigger clears one more old result a turn: its request differs from
 the last one a few blocks from its end. shared_prefix_len found that pair by scanning every pair from
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.common_prefix import common_prefix_len
-from engine.sim import key_chain
+from engine.sim import shared_prefix
 from engine.sim.cachesim import Block, KeyTable, _agreeing, _chain, _extend_keys, shared_prefix_len
 from tests.support.counted_shas import walk_counted
 
@@ -43,14 +43,14 @@ def test_shared_prefix_len_by_stretches_is_common_prefix_len(
     pool = {n: blk(n) for n in "abc"}
     xs = [blk(n) if fresh else pool[n] for n, fresh in a]
     ys = [blk(n) if fresh else pool[n] for n, fresh in b]
-    old = key_chain._SCAN, key_chain._HEAD
-    key_chain._SCAN, key_chain._HEAD = scan, head
+    old = shared_prefix._SCAN, shared_prefix._HEAD
+    shared_prefix._SCAN, shared_prefix._HEAD = scan, head
     try:
         assert shared_prefix_len(xs, ys) == common_prefix_len(xs, ys)
         assert shared_prefix_len(ys, xs) == common_prefix_len(xs, ys)
         assert shared_prefix_len(xs, list(xs)) == len(xs)
     finally:
-        key_chain._SCAN, key_chain._HEAD = old
+        shared_prefix._SCAN, shared_prefix._HEAD = old
 
 
 def test_a_late_difference_looks_inside_one_stretch() -> None:
@@ -60,19 +60,19 @@ def test_a_late_difference_looks_inside_one_stretch() -> None:
     cur = list(prev)
     cur[2992] = blk("cleared")
     looked = 0
-    real = key_chain.is_not
+    real = shared_prefix.is_not
 
     def counted(x: Any, y: Any) -> bool:
         nonlocal looked
         looked += 1
         return real(x, y)
 
-    key_chain.is_not = counted  # type: ignore[attr-defined]
+    shared_prefix.is_not = counted  # type: ignore[attr-defined]
     try:
         assert shared_prefix_len(prev, cur) == 2992
     finally:
-        key_chain.is_not = real  # type: ignore[attr-defined]
-    assert looked <= key_chain._HEAD + key_chain._SCAN, looked
+        shared_prefix.is_not = real  # type: ignore[attr-defined]
+    assert looked <= shared_prefix._HEAD + shared_prefix._SCAN, looked
 
 
 @settings(max_examples=300, deadline=None)

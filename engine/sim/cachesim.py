@@ -47,19 +47,19 @@ from engine.sim.calls import totals as totals
 from engine.sim.deepseek_cache import DEEPSEEK_PERSIST_BY_FINGERPRINT as DEEPSEEK_PERSIST_BY_FINGERPRINT
 from engine.sim.deepseek_cache import _DeepSeekPolicy as _DeepSeekPolicy
 from engine.sim.deepseek_cache import deepseek_persist_probability as deepseek_persist_probability
-from engine.sim.key_chain import STRETCH_MIN as STRETCH_MIN
-from engine.sim.key_chain import _agreeing as _agreeing
-from engine.sim.key_chain import _chain as _chain
 from engine.sim.key_chain import _check_order as _check_order
 from engine.sim.key_chain import _cumulative as _cumulative
-from engine.sim.key_chain import _extend_ids as _extend_ids
-from engine.sim.key_chain import _extend_keys as _extend_keys
 from engine.sim.key_chain import _KeyChain as _KeyChain
-from engine.sim.key_chain import _prefix_keys as _prefix_keys
-from engine.sim.key_chain import find_stretch as find_stretch
-from engine.sim.key_chain import shared_prefix_len as shared_prefix_len
 from engine.sim.key_table import KeyTable as KeyTable
+from engine.sim.key_walk import _agreeing as _agreeing
+from engine.sim.key_walk import _chain as _chain
+from engine.sim.key_walk import _extend_ids as _extend_ids
+from engine.sim.key_walk import _extend_keys as _extend_keys
+from engine.sim.key_walk import _prefix_keys as _prefix_keys
 from engine.sim.openai_cache import _OpenAIPolicy
+from engine.sim.shared_prefix import STRETCH_MIN as STRETCH_MIN
+from engine.sim.shared_prefix import find_stretch as find_stretch
+from engine.sim.shared_prefix import shared_prefix_len as shared_prefix_len
 from engine.sim.unit_index import UnitIndex as UnitIndex
 
 PROVIDERS = ("anthropic", "openai", "deepseek", "bedrock", "none")

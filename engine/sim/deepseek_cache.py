@@ -18,12 +18,12 @@ from engine.sim.key_chain import (
     _TOKENS,
     EARLIER_CALLS,
     LINE_CATCH_UP,
-    _chain,
     _key_at,
     _sums,
 )
 from engine.sim.key_path import key_position
 from engine.sim.key_table import Key
+from engine.sim.key_walk import _chain
 from engine.sim.unit_index import UnitIndex, _Contained, _Unit
 
 _AVAILABLE = attrgetter("available_at")

@@ -1,235 +1,28 @@
 """The key chain: each call's prefix keys (one per block boundary, interned in a KeyTable) and running
-token sums, made from the previous call's as a change to it (`_KeyChain`), with the comparisons it is
-built on (`shared_prefix_len`, `find_stretch`) and the checks of a call's block order. The simulator's
-provider policies (engine/sim/anthropic_cache.py, openai_cache.py, deepseek_cache.py) read a call's
-prefixes only through it."""
+token sums, made from the previous call's as a change to it (`_KeyChain`), and the checks of a call's
+block order. It is built on the comparisons in engine/sim/shared_prefix.py (`shared_prefix_len`,
+`find_stretch`) and the key walk in engine/sim/key_walk.py. The simulator's provider policies
+(engine/sim/anthropic_cache.py, openai_cache.py, deepseek_cache.py) read a call's prefixes only
+through it."""
 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import accumulate, compress, count, islice, repeat
-from operator import add, attrgetter, is_, is_not, ne
-from typing import Any, cast
+from itertools import accumulate, islice, repeat
+from operator import add, attrgetter
+from typing import cast
 
-from engine.common_prefix import common_prefix_len
 from engine.sim.calls import SEGMENT_ORDER, Block, CacheSimError
 from engine.sim.grown import Grown, Window
 from engine.sim.key_path import KeyPath
 from engine.sim.key_table import Key, KeyTable
+from engine.sim.key_walk import _walk_keys
 from engine.sim.run_hashes import RunHashes, run_hashes
+from engine.sim.shared_prefix import STRETCH_MIN, find_stretch, shared_prefix_len
 
 _TOKENS = attrgetter("tokens")
 _SHA = attrgetter("sha")
-
-
-def shared_prefix_len(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """common_prefix_len(a, b), the length of their equal prefix, for sequences of objects that are
-    mostly the very same objects from one call to the next (a session's requests: the engine hands the
-    unchanged Blocks out again, and simulate converts each distinct Block once). Where two requests
-    differ, it is most often early (a sliding window's new first message): the first pair that is not
-    the same object is found in C and compared once, where the binary search on slices compared ~8
-    slices, each ending in a dataclass __eq__ (a Python call). An equal pair of distinct objects there
-    goes on by value, as common_prefix_len does."""
-    n = min(len(a), len(b))
-    if type(a) is Grown and type(b) is Grown:
-        # Two calls' Blocks as Grown (simulate's long shifted calls): their runs' parts compared as the
-        # lists they are, sliced once (a Grown's slice is a tuple made of its run's slice: two copies).
-        ra, ka = a.head()
-        rb, kb = b.head()
-        k = min(ka, kb, n)
-        c = _shared_upto(ra, rb, k)
-        return c if c < k else k + _shared_upto(a[k:n], b[k:n], n - k)
-    if type(a) is Window and type(b) is Window:
-        # Two shifted calls' Blocks on one run from one start (simulate's Windows): that part is the same
-        # objects, not compared; the rest as any sequences.
-        k = min(a.shared_run(b), n)
-        if k >= 0:
-            return k + _shared_upto(a[k:n], b[k:n], n - k)
-    return _shared_upto(a, b, n)
-
-
-def _shared_upto(a: Sequence[Any], b: Sequence[Any], n: int) -> int:
-    """shared_prefix_len of a[:n] and b[:n] (both at least n long)."""
-    # The last pair the two could share already tells them apart (a sliding window's request differs
-    # from its first message on): the scan below stops at the first difference, where comparing the
-    # whole slices would copy both first. Else (the usual append) the slices compare in C.
-    if (n and a[n - 1] is b[n - 1]) and a[:n] == b[:n]:
-        return n
-    if n == 0:
-        return 0
-    # Some pair differs in value. Most often early (a sliding window's new first message): the first
-    # _HEAD pairs by identity, as before (one __eq__ for the pair found). Else the stretch of _SCAN
-    # pairs that holds the first such pair, found by comparing stretches as slices (identity first, in
-    # C: ~2 ns a pair), then the first pair in it that is not the same object. An iterator scan of every
-    # pair from the start (count, map, compress: ~40 ns a pair) was most of a call that changed near its
-    # end (clear_tool_uses clearing one more result a turn: a 3,000-block request's first difference ~8
-    # blocks from its end).
-    m = min(n, _HEAD)
-    first = next(compress(range(m), map(is_not, a, b)), m)  # (compress stops at the range's end)
-    if first < m:
-        if a[first] != b[first]:
-            return first
-        return first + common_prefix_len(a[first:n], b[first:n])
-    while m < n:
-        e = min(m + _SCAN, n)
-        x, y = a[m:e], b[m:e]
-        if x == y:
-            m = e
-            continue
-        first = m + next(compress(count(), map(is_not, x, y)))
-        if a[first] != b[first]:
-            return first
-        return first + common_prefix_len(a[first:e], b[first:e])
-    return n
-
-
-# Pairs shared_prefix_len compares as one slice before looking inside it, after the first _HEAD.
-_SCAN = 256
-_HEAD = 8
-
-
-def _prefix_keys(blocks: Sequence[Block], table: KeyTable) -> list[Key]:
-    """keys[j] identifies the prefix made of blocks[:j] (keys[0] is the empty prefix) in `table`."""
-    return _extend_keys([0], [b.sha for b in blocks], table)
-
-
-def _extend_keys(keys: list[Key], shas: Sequence[str], table: KeyTable) -> list[Key]:
-    """Append the keys of the prefixes that extend keys[-1]'s by each of the block hashes `shas` in turn
-    (walked as their ids in `table`: see _extend_ids)."""
-    return _extend_ids(keys, table.hash_ids(shas), table)
-
-
-def _extend_ids(keys: list[Key], shas: Sequence[int], table: KeyTable) -> list[Key]:
-    """Append the keys of the prefixes that extend keys[-1]'s by each of `shas` (block hash ids, see
-    KeyTable.hashes) in turn.
-
-    A prefix's key is interned, not hashed: the key of the prefix one block shorter and the block's
-    content hash lead to it through `table` (see KeyTable), a new number when they lead nowhere. Two
-    prefixes get one key exactly when they hold the same blocks' hashes in the same order (by induction
-    on the length: a key has at most one extension per hash, in `ids` or as its run's next key, never
-    both), so there is no collision to rule out, and the numbers depend only on the order prefixes were
-    first met, which is the calls' order: deterministic. (A chained BLAKE2b until 2026-12-02, then one
-    dict entry per prefix: the same answers.)"""
-    new = _walk_keys(keys, shas, table)
-    if new:
-        keys += range(table.next - new, table.next)
-    return keys
-
-
-def _walk_keys(
-    keys: list[Key],
-    shas: Sequence[int],
-    table: KeyTable,
-    start: int = 0,
-    backing: tuple[array[int], int, int, int] | None = None,
-) -> int:
-    """_extend_keys(keys, shas[start:], table) without its last step: the keys of the prefixes already in
-    `table` are appended to `keys`; the rest, every one new, are handed out as one run and not appended.
-    Returns how many were handed out: they are range(table.next - that, table.next), in order (see
-    _KeyChain.tail). (`start`: a call's hashes are walked from where it parts from the last call, not
-    copied from there first.) `backing` (ids, s, p, n): shas[s : s + n] are ids[p : p + n], an array
-    only ever appended to (RunHashes.ids): new keys there are handed out as a run that is that place in
-    it, not a copy (the keys after it as a run of their own, reached from the last key before them)."""
-    h = keys[-1]
-    get = table.ids.get
-    starts, runs, offs, lens = table.starts, table.runs, table.offs, table.lens
-    i, n = start, len(shas)
-    while i < n:
-        sha = shas[i]
-        k = get((h, sha))
-        if k is not None:
-            h = k
-            keys.append(k)
-            i += 1
-            continue
-        r = bisect_right(starts, h) - 1  # the run holding h (every key but the empty prefix's has one)
-        if r >= 0:
-            run = runs[r]
-            j = h - starts[r] + 1  # where h's extension within its run would be
-            if j < lens[r] and run[offs[r] + j] == sha:
-                # As far as the run goes the same way, in C. Only the stretch both can share is copied: a
-                # prefix built over many calls is thousands of short runs (each call's few new blocks, an
-                # output's key between them), and comparing the whole rest of the call with each run's
-                # rest copied ~n entries per run, ~n^2/4 a call (tests/test_sim_key_runs_walk.py).
-                m = _agreeing(run, offs[r] + j, shas, i, min(lens[r] - j, n - i))
-                keys += range(h + 1, h + 1 + m)
-                h += m
-                i += m
-                continue
-        # Met for the first time: so is every longer prefix of these blocks. One run for all of them.
-        first = table.next
-        handed = n - i
-        table.next = first + handed
-        table.ids[(h, sha)] = first
-        if backing is not None and backing[1] <= i and n - i >= BACKED_FROM:
-            ids, s, p, bn = backing
-            part = min(s + bn - i, n - i)
-            if part >= BACKED_FROM:
-                # A place in the Block run's ids; the few after it (the call's newest) copied as a run
-                # of their own, reached from the place's last key.
-                starts.append(first)
-                runs.append(ids)
-                offs.append(p + i - s)
-                lens.append(part)
-                i += part
-                if i == n:
-                    return handed
-                table.ids[(first + part - 1, shas[i])] = first + part
-                first += part
-        rest = shas[i:]
-        if type(rest) is not array:  # (a run's hashes are compared with a call's as arrays)
-            rest = array("i", rest)
-        starts.append(first)
-        runs.append(rest)
-        offs.append(0)
-        lens.append(len(rest))
-        return handed
-    return 0
-
-
-# A new run of at least this many keys in a Block run's ids (_walk_keys's `backing`) is kept as its place
-# there; a shorter one (an appending call's few new blocks) is copied as it always was.
-BACKED_FROM = 64
-
-# The first stretch `_agreeing` compares; each next one is this many times longer.
-_AGREE_FIRST = 32
-_AGREE_GROWTH = 4
-
-
-def _agreeing(run: Sequence[int], j: int, shas: Sequence[int], i: int, k: int) -> int:
-    """How many of run[j : j + k] and shas[i : i + k] agree from their starts (common_prefix_len of
-    the two), read in stretches that grow geometrically, each compared in C: the work follows the
-    agreeing part, not k. Walking a prefix that an earlier call left as many runs (clear_tool_uses past
-    its window sends again a prefix of an earlier call, whose runs go on differently after a few dozen
-    blocks each), copying and bisecting the whole shared stretch per run was ~90 runs times ~4,000
-    hashes, times the bisection's slices, a call."""
-    m = 0
-    step = _AGREE_FIRST
-    while m < k:
-        s = min(step, k - m)
-        a, b = run[j + m : j + m + s], shas[i + m : i + m + s]
-        if a != b:
-            # The first pair that differs (there is one: equal lengths, unequal arrays): the stretch
-            # halved while long, each half compared in C (arrays: a memcmp), then the last few pair by
-            # pair. Pair by pair over the whole stretch (an int made of each hash id, ~30 ns a pair) was
-            # most of a walk that comes back to an earlier start (~4,700 hashes).
-            lo, hi = 0, s  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
-            while hi - lo > _AGREE_PAIRS:
-                mid = (lo + hi) // 2
-                if a[lo:mid] == b[lo:mid]:
-                    lo = mid
-                else:
-                    hi = mid
-            return m + lo + next(compress(count(), map(ne, a[lo:hi], b[lo:hi])))
-        m += s
-        step *= _AGREE_GROWTH
-    return k
-
-
-# Pairs `_agreeing` compares one by one, at most, once it halved a stretch that differs.
-_AGREE_PAIRS = 16
 
 
 class _KeyChain:
@@ -650,55 +443,16 @@ def _sums(raw: Sequence[int], base: int) -> Sequence[int]:
 # as ints in a list (engine/sim/key_path.py); shorter ones (a sliding window's ~180) stay lists.
 KEYPATH_FROM = 1024
 
+
 # Earlier calls a _KeyChain keeps to start a call from (see _KeyChain._earlier).
 EARLIER_CALLS = 32
+
+
 # Units created or expired since a line was left, at most, for its reading to be caught up rather than
 # made afresh: each is a search of the call's keys, ~10x a fresh reading's lookup of a prefix (and at
 # most one per 8 prefixes the reading holds). 64 left ~100 of the ~550 comebacks of a 6,000-turn what-if's
 # clear_tool_uses column to be read afresh.
 LINE_CATCH_UP = 256
-
-# A shifted request (see _KeyChain): the stretch starts within the first STRETCH_HEAD new blocks, at one of
-# the previous request's next STRETCH_SEARCH blocks (or, moved back, at the previous request's first new
-# block, within the first STRETCH_SEARCH new ones), and runs at least STRETCH_MIN blocks (shorter ones are
-# read as they are).
-STRETCH_HEAD = 4
-STRETCH_SEARCH = 256
-STRETCH_MIN = 16
-
-
-def find_stretch(prev: Sequence[Any], new: Sequence[Any], common: int) -> tuple[int, int, int]:
-    """(h, a, m): new[h : h + m] are the blocks prev[a : a + m] (the same objects or equal ones), with
-    m >= STRETCH_MIN and either h < STRETCH_HEAD (a window that moved on) or a == common and
-    h < STRETCH_SEARCH (one that moved back); (0, 0, 0) when the blocks after the `common` shared ones
-    hold no such stretch. The start is found by identity, in C (no block's __eq__ runs to find it).
-    For the simulator's Blocks here and the engine's Blocks in simulate (a sliding window's request is
-    its new first message, then what the previous request sent from a later point on)."""
-    if len(new) < STRETCH_MIN:
-        return 0, 0, 0
-    window = prev[common : common + STRETCH_SEARCH]
-    for h in range(min(STRETCH_HEAD, len(new) - STRETCH_MIN + 1)):
-        x = new[h]
-        at = next(compress(count(common), map(is_, window, repeat(x))), -1)
-        if at >= 0:
-            m = shared_prefix_len(prev[at:], new[h:])
-            return (h, at, m) if m >= STRETCH_MIN else (0, 0, 0)
-    # A window that moved back: older blocks first, then the previous request from where it parted
-    # (clear_tool_uses past its window: a cleared result frees room and the window takes in a round or
-    # more again, ~40% of its calls there). Looked for as the previous request's first new block among
-    # this one's first STRETCH_SEARCH: read whole, these ~4,700-block calls were most of that column.
-    if common < len(prev):
-        y = prev[common]
-        h = next(compress(count(), map(is_, new[:STRETCH_SEARCH], repeat(y))), -1)
-        if h >= STRETCH_HEAD:  # (nearer the front the search above met it already)
-            m = shared_prefix_len(prev[common:], new[h:])
-            if m >= STRETCH_MIN:
-                return h, common, m
-    return 0, 0, 0
-
-
-def _chain(key: Key, sha: str, ids: KeyTable) -> Key:
-    return _extend_ids([key], array("i", [ids.hashes[sha]]), ids)[1]
 
 
 def _cumulative(blocks: Sequence[Block]) -> list[int]:
