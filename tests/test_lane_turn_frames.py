@@ -1,9 +1,10 @@
 """A steady express-lane turn's fixed work, counted in Python frames (issue 12: a steady turn's cost is
 mostly a few hundred small calls, each run cold once a turn).
 
-- The lane extends the history's run through Serializer.grown, straight to _appended (not _section's two
-  walks of the section's runs first), and its pairing check reads the pairing memo in line (no _info
-  frame); the lane's history tuple is not passed through typing.cast (a Python call).
+- The lane makes a steady turn's request in its own pass (lane_request: the history's run extended and
+  the body spliced in one frame, not Serializer.grown -> _appended, request_of and _spliced, nor
+  _section's two walks of the section's runs), and its pairing check reads the pairing memo in line (no
+  _info frame); the lane's history tuple is not passed through typing.cast (a Python call).
 - record_usage reads an OpenAI usage's details without a _nested frame and, outside a recovery, does not
   call turn_succeeded; a reply folded with nothing pending does not call _close_pending.
 - Serializer.grown gives what _section gives, also when the run it is told about is no longer the
@@ -37,12 +38,16 @@ def _usage(t: int) -> Any:
 def test_a_steady_lane_turn_skips_the_dispatch_and_helper_frames() -> None:
     pipe = steady_pipe(_usage)
     seen = python_frames(steady_turn(pipe, _usage(99)), basename=True)
-    # The lane made this turn's request (its append path ran), through grown.
-    assert seen[("pipeline_express.py", "turn")] == 1 and seen[("section_runs.py", "_appended")] == 1, seen
-    assert seen[("section_runs.py", "grown")] == 1
+    # The lane made this turn's request in its own pass (engine/providers/lane_request.py), not through
+    # the serializer's general steps (grown -> _appended, request_of, _spliced).
+    assert seen[("pipeline_express.py", "turn")] == 1 and seen[("lane_request.py", "lane_request")] == 1, seen
     avoided = {
         ("typing.py", "cast"),
         ("section_runs.py", "_section"),
+        ("section_runs.py", "grown"),
+        ("section_runs.py", "_appended"),
+        ("request_body.py", "request_of"),
+        ("request_body.py", "_spliced"),
         ("tool_pairing.py", "_info"),
         ("feedback.py", "_nested"),
         ("stats.py", "turn_succeeded"),
