@@ -20,7 +20,8 @@ def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: 
          markdown: bool, all_turns: bool, prices: Path | None) -> None:
     """`diff`'s work: both configurations over the recordings; exit 1 when a --fail-on gate fails."""
     from engine.errors import ContextPipeError
-    from engine.sim.session_diff import diff_recordings, parse_side, to_markdown, to_text
+    from engine.sim.diff_report import diff_recordings
+    from engine.sim.session_diff import parse_side, to_markdown, to_text
 
     if as_json and markdown:
         fail("choose one of --json and --markdown", 2)

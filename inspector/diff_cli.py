@@ -1,6 +1,6 @@
 """`cp-inspect diff BASELINE CANDIDATE [RECORDING...]`: two engine configurations over recorded sessions,
 turn by turn, with cache breaks and cost; a CI gate with --fail-on. The logic lives in
-engine/sim/session_diff.py; this file only parses options and prints.
+engine/sim/session_diff.py and diff_report.py; this file only parses options and prints.
 
 Exit status: 0 when every --fail-on gate passes, 1 when one fails, 2 for bad input.
 """

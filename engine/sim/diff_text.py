@@ -1,7 +1,7 @@
 """A `cp-inspect diff` report as a person or a CI comment reads it: the turns that differ, each with where
 the two requests first part, tokens, cache reads and writes, cost and any new cache break (`to_text`),
 the totals' three lines (`summary_lines`) and a short Markdown report with the --fail-on gates that
-failed (`to_markdown`). The report itself (DiffReport) is engine/sim/session_diff.py's.
+failed (`to_markdown`). The report itself (DiffReport) is engine/sim/diff_report.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from engine.wording import counted
 
 if TYPE_CHECKING:
-    from engine.sim.session_diff import DiffReport
+    from engine.sim.diff_report import DiffReport
 
 
 def to_text(report: DiffReport, *, all_turns: bool = False, limit: int = 40) -> str:
