@@ -132,6 +132,11 @@ def to_text(
             f"engine had and {rw['replaced']} of the agent's own (summaries, edits) in place of {rw['dropped']} "
             f"it dropped, then {rw['new']} new; the engine kept its whole history and took the new ones"
         )
+        if rw.get("edited"):  # messages edited where they stood (engine.capture.tap_rewrite)
+            lines.append(
+                f"  ({counted(rw['edited'], 'earlier message')} edited in place: the request sent the edits, the "
+                "engine keeps the originals, not both)"
+            )
     branch = t.get("conversation_branch")
     if branch:  # a captured conversation that shares another's opening (engine.capture.lineage)
         from engine.capture.lineage import branch_note

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.importers.model import MessageRec
 
 REWRITE_KEY = "history_rewrite"  # the trace key of a turn whose request rewrote the agent's own history
@@ -20,7 +22,19 @@ def rewritten(fed: list[MessageRec], msgs: list[MessageRec]) -> tuple[int, dict[
     it keeps every message it was told of (its own policy decides what to send of it). Re-fed whole,
     the shadow history held every earlier message twice, and a summary besides. Messages after that
     point are fed even when unknown (a summary placed after the last message it kept is, for all the
-    engine can tell, new), and the system prompt is never one of them: fed again it became user text."""
+    engine can tell, new), and the system prompt is never one of them: fed again it became user text.
+    A request that holds every message fed in its place, some of them edited (a reworded reply: the
+    same role, calls and call ids), is an edit in place (`edited` in the note): its new messages are
+    those after them, and the engine keeps the originals, as it keeps a compacted history's."""
+    edited = in_place(fed, msgs)
+    if edited:
+        # The agent (or its user) edited earlier messages where they were (a reply reworded before the
+        # conversation is sent again): the request is the history the engine holds with those messages
+        # replaced, then the new ones. Taken for new, each edit was fed after the messages the engine
+        # already had, and the history held the original and the edited one both.
+        n = len(fed)
+        return n, {"messages": len(msgs), "kept": n - edited, "replaced": edited, "dropped": edited,
+                   "new": len(msgs) - n, "edited": edited}
     last_at = {m: i for i, m in enumerate(msgs)}  # messages are frozen, hashable: each one's last place
     start = next((last_at[m] + 1 for m in reversed(fed) if m in last_at), 0)
     known, present = set(fed), set(msgs)
@@ -38,3 +52,30 @@ def rewritten(fed: list[MessageRec], msgs: list[MessageRec]) -> tuple[int, dict[
         "new": len(msgs) - start,  # fed to the engine as the turn's new messages
     }
     return start, note
+
+
+def _same_place(old: MessageRec, new: MessageRec) -> bool:
+    """Whether `new` can stand where `old` stood: the same role and, for a reply, the same tool calls
+    (by id) and for a tool result the same call it answers; only its text, thinking or images differ."""
+    if old.role != new.role or old.tool_call_id != new.tool_call_id:
+        return False
+    return [c.id for c in old.tool_calls] == [c.id for c in new.tool_calls]
+
+
+def in_place(fed: list[MessageRec], msgs: list[MessageRec]) -> int | None:
+    """How many of the messages fed the request carries edited where they stood; 0 when each is there
+    as fed but for a reply's reasoning left out (DeepSeek's reasoner refuses its reasoning_content sent
+    back, so no request holds a reply as it came); None when it is not the history fed, in place (a
+    compaction, a history dropped or reordered, a reply left out)."""
+    n = len(fed)
+    if n == 0 or len(msgs) < n:
+        return None
+    edited = 0
+    for old, new in zip(fed, msgs[:n], strict=True):
+        if old == new:
+            continue
+        if not _same_place(old, new):
+            return None
+        if replace(old, thinking=None, thinking_blocks=()) != replace(new, thinking=None, thinking_blocks=()):
+            edited += 1
+    return edited

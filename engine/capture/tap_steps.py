@@ -11,7 +11,7 @@ from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY
 from engine.capture.tap_call import TapError
 from engine.capture.tap_conversations import TapConversations
 from engine.capture.tap_request import parse_request, request_params
-from engine.capture.tap_rewrite import REWRITE_KEY, rewritten
+from engine.capture.tap_rewrite import REWRITE_KEY, in_place, rewritten
 from engine.capture.tap_streams import plain
 from engine.errors import BudgetExceededError, ContextPipeError
 from engine.feedback import normalize_usage, reply_diagnostics
@@ -90,9 +90,12 @@ class TapSteps(TapConversations):
         # Feed only what is new since the last call.
         n = len(self.fed)
         rewrite: dict[str, int] | None = None
-        if msgs[:n] == self.fed:
+        edits = None if msgs[:n] == self.fed else in_place(self.fed, msgs)
+        if msgs[:n] == self.fed or edits == 0:
+            # (edits == 0: the history as fed but for the replies' reasoning, which DeepSeek's reasoner
+            # refuses back: fed again from the last reply on, every reply was in the history twice)
             start = n
-        elif self.reply_fed and msgs[: n - 1] == self.fed[:-1]:
+        elif edits is None and self.reply_fed and msgs[: n - 1] == self.fed[:-1]:
             # The agent left the last reply out of its history (mini-swe-agent drops a reply without a
             # tool call and answers it with a format error): the rest continues what was fed. The engine
             # keeps the reply, as it keeps every reply it is told of; fed whole, every message was twice.
