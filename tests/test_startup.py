@@ -16,6 +16,8 @@ HEAVY = [
     "engine.pipeline",
     "engine.store.store",
     "engine.sim.simulate",
+    "engine.sim.simulate_pass",  # (simulate's build pass and column simulation, modules of their own)
+    "engine.sim.simulate_column",
     "engine.recording.cpsession",
     "textual",
 ]
