@@ -128,7 +128,11 @@ def openai_tokens(w: int, h: int, detail: str = "auto") -> int:
 
 
 def _ref(data: str) -> str:
-    return "sha256:" + hashlib.sha256(data.encode()).hexdigest()[:16]
+    """What the engine tracks the image by: a hash of its first 64 KB and last 4 KB of base64 and its
+    length (a request carries every screenshot of the history again, each parsed again: hashing them
+    whole cost a pass over megabytes a call; two images alike there and as long are not told apart)."""
+    sample = f"{len(data)}:{data[:65536]}:{data[-4096:]}"
+    return "sha256:" + hashlib.sha256(sample.encode()).hexdigest()[:16]
 
 
 def image_rec(provider: str, data: str | None, media_type: str, url: str = "", detail: str = "auto") -> MediaRec:
