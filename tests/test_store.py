@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -213,9 +212,11 @@ def test_stale_detection_with_watcher(tmp_path: Path, store: ContextStore) -> No
     other = store.add_file_read(f)  # same content, also goes stale
     watcher = store.watch()
     try:
-        time.sleep(0.2)
+        # Until watchfiles has set up its watches (its first yield), not a fixed 0.2 s: start() waits at
+        # most 2 s for that, and a loaded host's first import of watchfiles in the thread can take longer.
+        assert watcher._ready.wait(60), "watchfiles never started watching"
         f.write_text("a = 2\n")
-        assert watcher.wait(5.0), "watchfiles did not report the change"
+        assert watcher.wait(60), "watchfiles did not report the change"
         assert store.stale_ids() == sorted([rid, other])
     finally:
         watcher.stop()

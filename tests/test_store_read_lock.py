@@ -176,12 +176,11 @@ def test_ctx_get_fresh_is_served_during_another_process_import(
     from inspector.ctx_cli import ctx_app
 
     path, _proc = busy_writer
-    t0 = time.monotonic()
     r = CliRunner().invoke(ctx_app, ["get", "--db", str(path), "--budget", "3000", "--fresh", "--json"])
+    # No wait for the writer: the writer holds its lock until the test lets it go, so a get that waited
+    # would wait out the store's whole busy timeout (5 s) and then fail with StoreLockedError (exit code
+    # 1). (A wall-clock bound beside it, 4.5 s, left a loaded host only 0.5 s of room under the 5 s.)
     assert r.exit_code == 0, r.output
-    # No wait for the writer: one would hold the get for the store's whole busy timeout (5 s) and then
-    # fail it with StoreLockedError (exit code 1 above). The bound is kept loose for a loaded machine.
-    assert time.monotonic() - t0 < 4.5
     assert json.loads(r.output)["mode"] == "fresh"
     # The sticky get records its window: it waits for the writer, and its error says how to look now.
     r = CliRunner().invoke(ctx_app, ["get", "--db", str(path), "--budget", "3000"])

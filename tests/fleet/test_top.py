@@ -360,12 +360,12 @@ def test_a_stopped_agent_killed_while_stopped_ends(tmp_path: Path) -> None:
         child.kill()
         child.wait(10)
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"],
-              f"the dead agent's row stayed: {watcher.snapshot()}", timeout=15)
+              f"the dead agent's row stayed: {watcher.snapshot()}", timeout=60)
         # Waited for, not asserted at once: a scan that was waiting for the stopped agent's hello when it
         # was killed sees its socket close a moment before /proc says the process is gone, and says "its
         # probe socket is gone"; the next scan says what happened (test_a_dying_agents_row_says_it_exited).
         _wait(lambda: watcher.snapshot()[0].detail.startswith("agent exited (it was not answering: "),
-              f"the dead agent's row does not say it exited: {watcher.snapshot()}", timeout=15)
+              f"the dead agent's row does not say it exited: {watcher.snapshot()}", timeout=60)
         skew[0] = KEEP_EXITED_S + 1
         assert watcher.snapshot() == []
     finally:
@@ -389,12 +389,12 @@ def test_a_dying_agents_row_says_it_exited(tmp_path: Path) -> None:
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["error"],
               lambda: _not_shown_stopped(watcher, child, sock))
         sock.unlink()  # gone while its process lives (stopped): that is what the row says
-        _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"], "the row did not end", timeout=15)
+        _wait(lambda: [a.state for a in watcher.snapshot()] == ["exited"], "the row did not end", timeout=60)
         assert watcher.snapshot()[0].detail.startswith("its probe socket is gone (it was not answering: ")
         child.kill()
         child.wait(10)
         _wait(lambda: watcher.snapshot()[0].detail.startswith("agent exited (it was not answering: "),
-              f"the dead agent's row still says its socket is gone: {watcher.snapshot()}", timeout=15)
+              f"the dead agent's row still says its socket is gone: {watcher.snapshot()}", timeout=60)
         assert [a.state for a in watcher.snapshot()] == ["exited"]
     finally:
         watcher.stop()
@@ -441,7 +441,7 @@ def test_an_ended_row_gives_way_to_a_live_agent_at_its_target(tmp_path: Path) ->
     try:
         watcher._end(old, "exited", "connection lost: simulated")  # what the reader does on a lost connection
         _wait(lambda: [a.state for a in watcher.snapshot()] == ["live"],
-              f"the live agent stayed ended: {watcher.snapshot()}", timeout=15)
+              f"the live agent stayed ended: {watcher.snapshot()}", timeout=60)
         with watcher._lock:
             assert watcher._agents[str(child.pid)] is not old
     finally:
