@@ -72,14 +72,21 @@ def find(target: str | Path, text: str, as_json: bool = False) -> None:
     elif not rows:
         echo(f"{text!r} is in none of the {counted(len(turns), 'turn')} {file} sent{unread}")
     else:
-        echo(
+        from .cli_table import terminal_columns, wrapped
+
+        room = terminal_columns()
+        head = (
             f"{text!r} in what {file} sent ({counted(len(turns), 'turn')}): it enters or leaves the prompt "
             f"on {counted(len(rows), 'turn')}{unread}"
         )
+        for line in wrapped(head, room):
+            echo(line)
         width = len(f"{rows[-1]['turn']:,}")
         for row in rows:
-            tail = f"  {row['snippet']}" if row["snippet"] else ""
-            echo(f"  turn {row['turn']:>{width},}  {row['short']}{tail}")
+            line = f"  turn {row['turn']:>{width},}  {row['short']}"
+            if row["snippet"]:
+                line += "  " + _fit(str(row["snippet"]), None if room is None else room - len(line) - 2)
+            echo(line)
     if not rows:
         raise SystemExit(1)
 
@@ -116,6 +123,22 @@ def _open(target: str | Path) -> tuple[Any, list[int], str, FoldIndex | None]:
     turns = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
     # An agent that sends no fold stream (from before it): its journal is built in one pass of its own.
     return src, turns, name, index if index.turns else None
+
+
+def _fit(snippet: str, room: int | None) -> str:
+    """A snippet in `room` columns (None: a pipe's, whole): cut evenly at both ends, so the match at its
+    middle stays in view, each cut end marked with an ellipsis. Whole, a snippet took a listing row to
+    ~110 columns, and at 80 every row wrapped under the next one's turn number."""
+    if room is None or len(snippet) <= room:
+        return snippet
+    # (A terminal too narrow for the row: the row wraps, and the snippet still says something.)
+    room = max(room, 12)
+    core = snippet.strip("…")
+    drop = len(core) - (room - 2)
+    if drop <= 0:
+        return snippet[:room]
+    left = drop // 2
+    return "…" + core[left : len(core) - (drop - left)] + "…"
 
 
 def _short(c: Change) -> str:

@@ -170,3 +170,22 @@ def test_wrapped_leaves_a_line_that_fits(room: Any) -> None:
     got = wrapped(line, 40)
     assert max(map(len, got)) <= 40 and all(g.startswith("  ") for g in got[1:])
     assert " ".join(g.strip() for g in got) == line.strip()
+
+
+def test_find_fits_its_snippets_to_the_terminal() -> None:
+    """`find`'s rows carry a snippet of the text around the match (~110 columns a row on the demo): at 80
+    columns each row wrapped under the next one's turn number. On a terminal the snippet is cut evenly
+    at both ends (the match stays in view); a pipe gets it whole."""
+    args = ["find", ANTHROPIC, "latch"]
+    lines = _on_terminal(args, 80)
+    assert max(map(len, lines)) <= 80, [ln for ln in lines if len(ln) > 80]
+    rows = [ln for ln in lines if ln.startswith("  turn ")]
+    piped = [ln for ln in _piped(args, {"COLUMNS": "80"}) if ln.startswith("  turn ")]
+    assert len(rows) == len(piped) == 7 and max(map(len, piped)) > 100
+    for cut, whole in zip(rows, piped, strict=True):
+        if "enters" in whole or "again" in whole:
+            assert "latch" in cut.lower() and cut.endswith("…"), cut
+            kept = cut.split("  ")[-1].strip("…")
+            assert kept in whole, (cut, whole)  # a piece of the same snippet
+        else:
+            assert cut == whole  # (a leaving row has no snippet)
