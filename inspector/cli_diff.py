@@ -44,7 +44,9 @@ def diff(baseline: str, candidate: str, recordings: list[Path] | None, fail_on: 
     elif markdown:
         echo(to_markdown(report, failures))
     else:
-        echo(to_text(report, all_turns=all_turns))
+        from .cli_table import fit_text, terminal_columns
+
+        echo(fit_text(to_text(report, all_turns=all_turns), terminal_columns()))
     if failures:
         import typer  # a failed gate only: its red lines and exit 1, as the typer command gave them
 

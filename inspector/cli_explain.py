@@ -76,6 +76,7 @@ def explain(
     from engine.recording.why import why_missed
     from engine.whatif import Overrides
 
+    from .cli_table import fit_text, terminal_columns
     from .explain import to_json, to_text
 
     if as_json:
@@ -99,7 +100,7 @@ def explain(
     ov = Overrides(budget, thresholds, parse_gates(gate) or None, provider)
     streamed = _explain_streamed(r, n, ov, fmt) if r is not None else None
     if streamed is not None:
-        echo(streamed)
+        echo(streamed if fmt == "json" else fit_text(streamed, terminal_columns()))
         return
     # A live agent's journal, or a recording the single pass could not explain: everything read and held,
     # which also says any damage or malformed event as it always has.
@@ -123,7 +124,7 @@ def explain(
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         where = f" (turn {n} at offset {offsets[events.index(actual_ev)]})" if offsets else ""
         fail(f"{target}: turn {n}'s trace is malformed ({type(exc).__name__}: {exc}){where}; {_DAMAGED}")
-    echo(out)
+    echo(out if fmt == "json" else fit_text(out, terminal_columns()))
 
 
 def _explain_streamed(r: RecordingReader, n: int, ov: Overrides, fmt: str) -> str | None:

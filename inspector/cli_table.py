@@ -6,7 +6,8 @@ table now fits its width: a column that can give room does (report's session nam
 as before), and columns that still do not fit go to a second table under the first, which repeats the
 first column (the row's name), as a wide data frame prints in R. No column is dropped: each says
 something the others do not (a policy's breaks are not its compactions). Prose lines (notes, the
-policies' descriptions) are wrapped at the width, their continuation indented.
+policies' descriptions; `explain`'s and `diff`'s text, `fit_text`) are wrapped at the width, their
+continuation indented.
 
 A pipe gets the whole table on one line a row, as before, whatever COLUMNS says: a script that reads
 the output (or `--json`'s caller) sees the same bytes on any terminal. On a terminal COLUMNS comes
@@ -78,3 +79,15 @@ def wrapped(line: str, room: int | None, indent: str = "  ") -> list[str]:
     return textwrap.wrap(
         line, room, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
     ) or [line]
+
+
+def fit_text(text: str, room: int | None) -> str:
+    """Each line of `text` in `room` columns (None, a pipe: as it is), wrapped at spaces with its
+    continuation indented past the line's own indent: `explain`'s steps and `diff`'s turns ran to
+    ~150-220 columns, and a terminal wrapped them at column 0, under the next line's indent."""
+    if room is None:
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        out += wrapped(line, room, " " * (len(line) - len(line.lstrip(" "))) + "    ")
+    return "\n".join(out)

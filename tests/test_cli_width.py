@@ -189,3 +189,26 @@ def test_find_fits_its_snippets_to_the_terminal() -> None:
             assert kept in whole, (cut, whole)  # a piece of the same snippet
         else:
             assert cut == whole  # (a leaving row has no snippet)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["explain", ANTHROPIC, "--turn", "17", "--budget", "20000", "--gate", "drop_rounds=off"],
+        ["diff", "recorded", "gate.drop_rounds=off", ANTHROPIC],
+    ],
+    ids=["explain", "diff"],
+)
+def test_explain_and_diff_wrap_their_long_lines_on_a_terminal(args: list[str]) -> None:
+    """`explain`'s steps and `diff`'s turns ran to ~150-220 columns; a terminal wrapped them at column 0,
+    under the next line's indent. On a terminal each is wrapped at spaces, its continuation indented
+    past its own indent; a pipe keeps every line whole (the same words either way)."""
+    lines = _on_terminal(args, 80)
+    piped = _piped(args, {"COLUMNS": "80"})
+    assert max(map(len, lines)) <= 80, [ln for ln in lines if len(ln) > 80]
+    assert max(map(len, piped)) > 140
+    assert " ".join(lines).split() == " ".join(piped).split()
+    long = next(ln for ln in piped if len(ln) > 80)
+    at = next(i for i, x in enumerate(lines) if x and long.startswith(x) and len(x) < len(long))
+    indent = len(long) - len(long.lstrip(" "))
+    assert lines[at + 1].startswith(" " * (indent + 4)) and lines[at + 1][indent + 4] != " "
