@@ -162,6 +162,13 @@ class Arrivals:
         app.disconnected = message.reason
         kept = app.source.header.get("recording")
         where = f"the agent's recording is kept at {kept}" if kept else "press s to save them"
+        removed = getattr(app.source, "recording_removed", None)  # (a recording follower's: sources/live_recording)
+        if kept and removed is not None and removed():
+            # Removed while attached (the agent wrote it, and the follower read it, through open
+            # descriptors): "kept at PATH" named a file that is gone. What was received can be saved (the
+            # follower reads its open descriptor); the status line's banner says so too (no "recording").
+            del app.source.header["recording"]
+            where = f"the agent's recording {kept} was removed; press s to save them"
         # The reason says who went and how ("agent pid 4242 disconnected", "connection lost: ..."): it leads,
         # as a sentence. Wrapped in "Agent disconnected (...)" it read "Agent disconnected (agent pid 4242
         # disconnected)".

@@ -102,7 +102,7 @@ def demo(
             child.terminate()
             child.wait(10)
             code = 130
-        typer.echo(f"recording kept at {rec} (replay it with: cp-inspect replay {rec})")
+        typer.echo(_kept(rec))
         raise typer.Exit(code)
     # The agent's stderr goes to a file, not a pipe: a pipe nobody reads while the TUI runs would fill
     # up and block the agent.
@@ -125,4 +125,12 @@ def demo(
         if child.poll() is None:
             child.terminate()
             child.wait(5)
-    typer.echo(f"recording kept at {rec} (replay it with: cp-inspect replay {rec})")
+    typer.echo(_kept(rec))
+
+
+def _kept(rec: Path) -> str:
+    """The demo's last line: where its recording is, or that it was removed while the demo ran (the
+    agent wrote on through its open descriptor; "recording kept at PATH" named a file that was gone)."""
+    if not rec.exists():
+        return f"the recording {rec} was removed while the demo ran: nothing is kept"
+    return f"recording kept at {rec} (replay it with: cp-inspect replay {rec})"

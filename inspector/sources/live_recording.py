@@ -324,6 +324,19 @@ class RecordingFollower(FileSource):
             self._told_at = now
             yield HistoryProgress(end, len(stand), 0)
 
+    def recording_removed(self) -> bool:
+        """Whether the file followed is no longer at its path (removed, or moved away) while it was read
+        through the open descriptor: the app's end then says so, not "recording kept at PATH"."""
+        try:
+            held = os.fstat(self.reader._fd)
+        except OSError:
+            return False  # (closed: not known)
+        try:
+            there = os.stat(self.reader.path)
+        except OSError:
+            return True
+        return held.st_nlink == 0 or (there.st_dev, there.st_ino) != (held.st_dev, held.st_ino)
+
     def close(self) -> None:
         self._closed = True
         self.live.close()

@@ -1,0 +1,110 @@
+"""An attached agent's recording removed while it runs: the end does not say "recording kept at PATH".
+
+Seen attaching to `cp-inspect demo --no-tui --record FILE` and removing FILE: the inspector follows the
+recording through its open descriptor (inspector/sources/live_recording.py) and showed every turn, but
+when the agent ended the notice and the status line said "recording kept at FILE", a file that was
+gone. They now say it was removed and that `s` saves what was received, which works (the follower
+reads the descriptor it holds). A real demo agent, a real recording, the real follower.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.recording.cpsession import RecordingReader
+from inspector.app import InspectorApp
+from inspector.attach_command import process_ended
+from inspector.sources.live_recording import RecordingFollower, open_live
+from panels.markup_line import MarkupLine
+
+TURNS = 6
+
+
+def _recording_agent(rt: Path, record: Path) -> subprocess.Popen[bytes]:
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "inspector.demo_agent", "--serve", "--turns", str(TURNS), "--delay", "0.4",
+         "--record", str(record)],
+        env={**os.environ, "XDG_RUNTIME_DIR": str(rt)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sock = rt / "contextpipe" / f"{agent.pid}.sock"
+    give_up = time.monotonic() + 60  # the agent's start-up: seconds on a loaded machine
+    while not (sock.exists() and record.exists()) and time.monotonic() < give_up and agent.poll() is None:
+        time.sleep(0.02)
+    assert sock.exists() and record.exists(), f"the demo agent did not serve (exit {agent.returncode})"
+    return agent
+
+
+async def test_a_recording_removed_while_attached_is_not_said_to_be_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = Path(tempfile.mkdtemp(prefix="cpu-", dir="/tmp"))  # a Unix socket path must stay short
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
+    record = rt / "agent.cpsession"
+    agent = _recording_agent(rt, record)
+    try:
+        src, why = open_live(agent.pid)
+        assert why is None and isinstance(src, RecordingFollower), why
+        app = InspectorApp(src)
+        app.agent_ended = process_ended(agent.pid)
+        async with app.run_test(size=(120, 40)) as pilot:
+            give_up = time.monotonic() + 60
+            while len(app.timeline) < 1 and time.monotonic() < give_up:
+                await pilot.pause(0.1)
+            record.unlink()  # the person removes it; the agent goes on writing it
+            status = ""
+            while "Agent exited" not in status and time.monotonic() < give_up:
+                await pilot.pause(0.1)
+                if agent.poll() is not None:
+                    status = app.query_one("#status", MarkupLine).render_line(0).text
+            assert "Agent exited" in status, status
+            assert len(app.timeline) == TURNS  # every turn came, through the removed file
+            said = " ".join(n.message for n in app._notifications)
+            assert f"the agent's recording {record} was removed; press s to save them" in said, said
+            assert "kept at" not in said and "kept at" not in status, (said, status)
+            assert "press s to save" in status, status
+            # and `s` can: what was received is saved whole
+            saved = rt / "saved.cpsession"
+            assert app.source.save(saved) == TURNS
+            with RecordingReader.open(saved) as r:
+                assert len(r.turn_numbers()) == TURNS
+    finally:
+        agent.kill()
+        agent.wait()
+        shutil.rmtree(rt, ignore_errors=True)
+
+
+def test_the_headless_demo_does_not_say_a_removed_recording_is_kept(tmp_path: Path) -> None:
+    record = tmp_path / "demo.cpsession"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "inspector.cli", "demo", "--no-tui", "--turns", "8", "--delay", "0.3",
+         "--record", str(record)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert demo.stdout is not None
+        first = demo.stdout.readline()
+        assert first.startswith("demo agent pid"), first
+        give_up = time.monotonic() + 60
+        while not record.exists() and time.monotonic() < give_up:
+            time.sleep(0.02)
+        record.unlink()
+        out, err = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 0, err
+    last = out.strip().splitlines()[-1]
+    assert last == f"the recording {record} was removed while the demo ran: nothing is kept", last
