@@ -85,7 +85,8 @@ def find(target: str | Path, text: str, as_json: bool = False) -> None:
         for row in rows:
             line = f"  turn {row['turn']:>{width},}  {row['short']}"
             if row["snippet"]:
-                line += "  " + _fit(str(row["snippet"]), None if room is None else room - len(line) - 2)
+                fits = None if room is None else room - len(line) - 2
+                line += "  " + _fit(str(row["snippet"]), scan.needle, fits)
             echo(line)
     if not rows:
         raise SystemExit(1)
@@ -125,20 +126,22 @@ def _open(target: str | Path) -> tuple[Any, list[int], str, FoldIndex | None]:
     return src, turns, name, index if index.turns else None
 
 
-def _fit(snippet: str, room: int | None) -> str:
-    """A snippet in `room` columns (None: a pipe's, whole): cut evenly at both ends, so the match at its
-    middle stays in view, each cut end marked with an ellipsis. Whole, a snippet took a listing row to
-    ~110 columns, and at 80 every row wrapped under the next one's turn number."""
+def _fit(snippet: str, needle: str, room: int | None) -> str:
+    """A snippet in `room` columns (None: a pipe's, whole): the part around its match (the section's last
+    occurrence of `needle`, lower-cased, which the snippet was taken around), each cut end marked with an
+    ellipsis. Whole, a snippet took a listing row to ~110 columns, and at 80 every row wrapped under the
+    next one's turn number."""
     if room is None or len(snippet) <= room:
         return snippet
     # (A terminal too narrow for the row: the row wraps, and the snippet still says something.)
-    room = max(room, 12)
+    keep = max(room, 12) - 2
     core = snippet.strip("…")
-    drop = len(core) - (room - 2)
-    if drop <= 0:
-        return snippet[:room]
-    left = drop // 2
-    return "…" + core[left : len(core) - (drop - left)] + "…"
+    at = core.lower().rfind(needle)
+    middle = at + len(needle) // 2 if at >= 0 and needle else len(core) // 2
+    start = max(0, min(middle - keep // 2, len(core) - keep))
+    left = "…" if start > 0 or snippet.startswith("…") else ""
+    right = "…" if start + keep < len(core) or snippet.endswith("…") else ""
+    return left + core[start : start + keep] + right
 
 
 def _short(c: Change) -> str:

@@ -212,3 +212,22 @@ def test_explain_and_diff_wrap_their_long_lines_on_a_terminal(args: list[str]) -
     at = next(i for i, x in enumerate(lines) if x and long.startswith(x) and len(x) < len(long))
     indent = len(long) - len(long.lstrip(" "))
     assert lines[at + 1].startswith(" " * (indent + 4)) and lines[at + 1][indent + 4] != " "
+
+
+def test_a_cut_snippet_keeps_its_match_in_view() -> None:
+    """A snippet is taken around the section's last match, but a match near either end of its section has
+    little on that side: cut evenly at both ends, the match itself went (a match at the start of a
+    section lost its first letters)."""
+    from inspector.cli_find import _fit
+
+    at_start = "latch was flipped by the permission prompt at turn 3 and more text follows it"
+    assert _fit(at_start, "latch", None) == at_start
+    assert _fit(at_start, "latch", len(at_start)) == at_start
+    got = _fit(at_start, "latch", 20)
+    assert got.startswith("latch was") and got.endswith("…") and len(got) <= 20
+    at_end = "…" + "a" * 50 + " LATCH"
+    got = _fit(at_end, "latch", 20)
+    assert got.endswith(" LATCH") and got.startswith("…") and len(got) <= 20
+    middle = "…" + "x" * 40 + " the LATCH " + "y" * 40 + "…"
+    got = _fit(middle, "latch", 21)
+    assert "LATCH" in got and got[0] == got[-1] == "…" and len(got) <= 21
