@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.artifacts import Message, SectionItem, Text, ToolCall, ToolResult
-from engine.assembly import Measure, Section, history_rounds
+from engine.assembly import Measure, Section
 from engine.dropped_history import dropped_rounds
+from engine.history_rounds import history_rounds
 from engine.optimize.history_ops import drop_oldest, drop_range
 from engine.tokens import CharTokenizer, TokenCounter
 from engine.types import CacheScope, Priority, SectionKind

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.artifacts import Message, SectionItem, Text
-from engine.assembly import _extend_rounds, history_rounds
 from engine.dropped_history import MAX_DEPTH, DroppedRounds, Rounds, dropped_rounds
+from engine.history_rounds import _extend_rounds, history_rounds
 from tests.support.kept_history import kept_after_drop
 
 

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.artifacts import Message, Text
-from engine.assembly import Measure, history_rounds
+from engine.assembly import Measure
 from engine.dropped_history import GrownRounds
+from engine.history_rounds import history_rounds
 from engine.tokens import CharTokenizer, TokenCounter
 
 _ROLES = st.lists(st.sampled_from(["assistant", "user", "user"]), min_size=1, max_size=4)

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.artifacts import Message, SectionItem, Text, ToolCall, ToolResult
-from engine.assembly import RECENT_ROUNDS, Measure, history_rounds
+from engine.assembly import RECENT_ROUNDS, Measure
+from engine.history_rounds import history_rounds
 from engine.optimize.context import OptimizeLimits
 from engine.pipeline import Pipeline
 from engine.policy.state import CompactionState
@@ -85,16 +86,16 @@ def test_rounds_match_a_split_from_scratch(ops: list[tuple[int, str, int, int]],
 def test_rounds_extend_from_the_prefix_without_resplitting_it(monkeypatch: Any) -> None:
     # The appended case is the one the memo is for: a long history plus two messages is split by
     # reading the roles of the two new ones, not of the whole history again.
-    import engine.assembly as assembly
+    import engine.history_rounds as rounds_mod  # (where history_rounds and _extend_rounds look it up)
 
     seen: list[int] = []
-    real = assembly.assistant_positions
+    real = rounds_mod.assistant_positions
 
     def counting(items: Any) -> list[int]:
         seen.append(len(items))
         return real(items)
 
-    monkeypatch.setattr(assembly, "assistant_positions", counting)
+    monkeypatch.setattr(rounds_mod, "assistant_positions", counting)
     m = Measure(TokenCounter(CharTokenizer()))
     items = tuple(_msg(ROLES[i % 4], i) for i in range(2_000))
     assert m.rounds(items) == history_rounds(items)

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.artifacts import Message, SectionItem, Text, ToolCall, ToolResult
-from engine.assembly import Measure, history_rounds
+from engine.assembly import Measure
+from engine.history_rounds import history_rounds
 from engine.optimize.context import OptimizeLimits
 from engine.optimize.history_ops import oldest_to_drop
 from engine.pipeline import Pipeline

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.artifacts import Message, SpillReference, Text, ToolCall, ToolResult
-from engine.assembly import Measure, history_rounds
+from engine.assembly import Measure
+from engine.history_rounds import history_rounds
 from engine.optimize import OptimizeLimits, clear_results, trim_schemas
 from engine.optimize.history_scans import called_names, carried_names, carried_results, full_results
 from engine.tokens import CharTokenizer, TokenCounter

@@ -19,8 +19,9 @@ from operator import attrgetter
 from typing import Any
 
 from engine.artifacts import Message
-from engine.assembly import Measure, history_rounds
+from engine.assembly import Measure
 from engine.hashing import sha256_hex
+from engine.history_rounds import history_rounds
 from engine.providers.base import Block
 from engine.sim.conversation import Conversation
 from engine.sim.grown import Grown
