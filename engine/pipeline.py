@@ -40,7 +40,7 @@ from engine.errors import (
     ConfigError,
     ContextPipeError,
 )
-from engine.feedback import Usage, finish_reason_of, normalize_usage
+from engine.feedback import finish_reason_of
 from engine.hashing import sha256_hex
 from engine.optimize import OptimizeLimits, Summarizer
 from engine.pipeline_conversation import _NO_HINT, Conversation
@@ -69,7 +69,7 @@ from engine.providers.call_ids import RULES as CALL_ID_RULES
 from engine.providers.call_ids import CallIds, IdRule
 from engine.recording.event_log import KEEP_DEFAULT
 from engine.recording.history_log import CHUNK_DEFAULT, HistoryLog
-from engine.recording.journal import Event, Journal
+from engine.recording.journal import Journal
 from engine.recording.turn_fold import TurnFold
 from engine.spill import FileSpill, MemorySpill, SpillBackend
 from engine.stats import Statistics
@@ -82,7 +82,6 @@ if TYPE_CHECKING:
     from engine.shadow import CandidateConfig, Shadow
 
 TRACE_HISTORY = 32
-
 
 
 class Pipeline(Conversation):
@@ -326,16 +325,6 @@ class Pipeline(Conversation):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-
-
-
-
-
-
-
-
-
     @property
     def shadow_candidate(self) -> CandidateConfig | None:
         """The shadow rollout's candidate configuration (shadow=), None without one."""
@@ -345,11 +334,6 @@ class Pipeline(Conversation):
     def max_output_tokens_given(self) -> bool:
         """Whether the agent gave max_output_tokens (then held below the window), not the default."""
         return self._output_chosen
-
-
-
-
-
 
     # ----------------------------------------------------------------- turns
     def _bind_jobs(self, budgets: dict[str, int]) -> list[BindJob]:
@@ -548,67 +532,6 @@ class Pipeline(Conversation):
 
         return fork_pipeline(self, task, scope=scope, record=record, serve=serve)
 
-    @_journals
-    def close_turn(self) -> None:
-        """Journal the open turn (its trace) now. record_usage(), record_error(), the next request and
-        close() all do this; call it when a session stops without them and the journal is read as is."""
-        self._close_turn()
-
-    @_journals
-    def annotate(self, key: str, value: Any) -> None:
-        """Attach a value to the open turn's trace (journaled with it). Capture layers use it for what
-        only they know, such as a tapped client's running count of journaling failures (`tap_errors`).
-        A turn whose trace waits to be read (see engine/trace_lazy.py) while a live probe has clients
-        journals it on its own too (`{"k": "annotate", "turn", "key", "value"}`): a client of the fold
-        stream builds that trace itself (engine.probe.elide.fold_out) and has no other way to see it.
-        Folding ignores the kind; a recording never has one (its turns are built as they come)."""
-        t = self._open
-        if isinstance(t, TurnRecord):
-            probe = self.probe
-            apart = probe is not None and probe.client_count > 0
-            t.set(key, value, apart)  # (the record knows whether a fold of the journal can set it too)
-            if apart:
-                self.journal.append({"k": "annotate", "turn": t.turn, "key": key, "value": value})
-        elif t is not None:
-            t[key] = value
-
-    # ----------------------------------------------------------------- feedback
-    @_journals
-    def record_usage(self, usage: Any, *, finish_reason: str | None = None) -> Usage:
-        """Feedback after a successful call: statistics learn, the turn's trace gets real usage.
-        `finish_reason`: why the model stopped, as the response says it (Anthropic's `stop_reason`,
-        OpenAI's `choices[0].finish_reason`); kept with the usage for the OpenTelemetry export."""
-        u = normalize_usage(usage)
-        if finish_reason:
-            u = u.with_extra(finish_reason=str(finish_reason))
-        t = self._open
-        est = (t.final_tokens if isinstance(t, TurnRecord) else t["final_tokens"]) if t else 0
-        d = u.to_dict()
-        # `time`: when the call's outcome came, so a recording's spans last as long as their calls.
-        ev: Event = {"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est, "time": self.clock()}
-        # (fold(ev)'s work: the usage branch with the Usage normalized above, not normalized again.)
-        self._learn_usage(u, est)
-        self.journal.append(ev)
-        # What u.to_dict() gives, as its own dict. (_settle's work, a deferred record's in line: every turn.)
-        if isinstance(t, TurnRecord):
-            t.outcome("usage", dict(d))  # (the record runs the outcome rules when it is built)
-            self._close_turn()
-        else:
-            self._settle(t, "usage", dict(d))
-        return u
-
-    @_journals
-    def record_error(self, kind: str, message: str = "") -> None:
-        """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
-        if type(kind) is not str or not kind or type(message) is not str:
-            raise ConfigError(
-                f"record_error(kind={kind!r:.60}, message={message!r:.60}): kind is a non-empty str (e.g. "
-                "'prompt_too_long', 'overloaded', 'error') and message a str; pass str(exc) for an exception"
-            )
-        self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000],
-                    "time": self.clock()})
-        self._settle(self._open, "error", f"{kind}: {message}"[:500])
-
     def send(
         self, send_fn: Callable[[dict[str, Any]], Any], usage_of: Callable[[Any], Any] | None = None
     ) -> Any:
@@ -633,21 +556,3 @@ class Pipeline(Conversation):
         if usage is not None:
             self.record_usage(usage, finish_reason=finish_reason_of(resp))
         return resp
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -1,7 +1,7 @@
 """Feedback, a turn's last stage: the cache break a request is attributed (`_attribute`: against the
 request before it), the open turn's outcome (usage or error) settled on its trace with the alert rules
-that read it run again, and the turn journaled (`_close_turn`). The public calls that bring the
-outcome (record_usage, record_error, close_turn, annotate) are Pipeline's.
+that read it run again, and the turn journaled (`_close_turn`); and the public calls that bring the
+outcome: record_usage, record_error, close_turn and annotate (what a capture layer adds to the trace).
 
 A base class of Pipeline (see engine/pipeline_state.py for the chain).
 """
@@ -11,15 +11,79 @@ from __future__ import annotations
 from typing import Any
 
 from engine import alerts as alert_rules
-from engine.feedback import attribute_cache_break
+from engine.errors import ConfigError
+from engine.feedback import Usage, attribute_cache_break, normalize_usage
 from engine.pipeline_build import Building
+from engine.pipeline_guard import _journals
 from engine.plan import Plan
 from engine.providers import SerializedRequest
+from engine.recording.journal import Event
 from engine.trace_lazy import TurnEvent, TurnRecord
 
 
 class Feedback(Building):
     """A Pipeline's Feedback stage (the open turn's outcome, alerts and journaling)."""
+
+    # ---- the public calls: the outcome, an annotation, the turn closed
+    @_journals
+    def close_turn(self) -> None:
+        """Journal the open turn (its trace) now. record_usage(), record_error(), the next request and
+        close() all do this; call it when a session stops without them and the journal is read as is."""
+        self._close_turn()
+
+    @_journals
+    def annotate(self, key: str, value: Any) -> None:
+        """Attach a value to the open turn's trace (journaled with it). Capture layers use it for what
+        only they know, such as a tapped client's running count of journaling failures (`tap_errors`).
+        A turn whose trace waits to be read (see engine/trace_lazy.py) while a live probe has clients
+        journals it on its own too (`{"k": "annotate", "turn", "key", "value"}`): a client of the fold
+        stream builds that trace itself (engine.probe.elide.fold_out) and has no other way to see it.
+        Folding ignores the kind; a recording never has one (its turns are built as they come)."""
+        t = self._open
+        if isinstance(t, TurnRecord):
+            probe = self.probe
+            apart = probe is not None and probe.client_count > 0
+            t.set(key, value, apart)  # (the record knows whether a fold of the journal can set it too)
+            if apart:
+                self.journal.append({"k": "annotate", "turn": t.turn, "key": key, "value": value})
+        elif t is not None:
+            t[key] = value
+
+    @_journals
+    def record_usage(self, usage: Any, *, finish_reason: str | None = None) -> Usage:
+        """Feedback after a successful call: statistics learn, the turn's trace gets real usage.
+        `finish_reason`: why the model stopped, as the response says it (Anthropic's `stop_reason`,
+        OpenAI's `choices[0].finish_reason`); kept with the usage for the OpenTelemetry export."""
+        u = normalize_usage(usage)
+        if finish_reason:
+            u = u.with_extra(finish_reason=str(finish_reason))
+        t = self._open
+        est = (t.final_tokens if isinstance(t, TurnRecord) else t["final_tokens"]) if t else 0
+        d = u.to_dict()
+        # `time`: when the call's outcome came, so a recording's spans last as long as their calls.
+        ev: Event = {"k": "usage", "turn": self.turn - 1, "usage": d, "estimated": est, "time": self.clock()}
+        # (fold(ev)'s work: the usage branch with the Usage normalized above, not normalized again.)
+        self._learn_usage(u, est)
+        self.journal.append(ev)
+        # What u.to_dict() gives, as its own dict. (_settle's work, a deferred record's in line: every turn.)
+        if isinstance(t, TurnRecord):
+            t.outcome("usage", dict(d))  # (the record runs the outcome rules when it is built)
+            self._close_turn()
+        else:
+            self._settle(t, "usage", dict(d))
+        return u
+
+    @_journals
+    def record_error(self, kind: str, message: str = "") -> None:
+        """A failed call: one diagnostic record, no usage sample. kind 'prompt_too_long' starts recovery."""
+        if type(kind) is not str or not kind or type(message) is not str:
+            raise ConfigError(
+                f"record_error(kind={kind!r:.60}, message={message!r:.60}): kind is a non-empty str (e.g. "
+                "'prompt_too_long', 'overloaded', 'error') and message a str; pass str(exc) for an exception"
+            )
+        self._emit({"k": "error", "turn": self.turn - 1, "kind": kind, "message": message[:2000],
+                    "time": self.clock()})
+        self._settle(self._open, "error", f"{kind}: {message}"[:500])
 
     def _attribute(self, trace: dict[str, Any], ser: SerializedRequest, p: Plan) -> None:
         prev = self._prev

@@ -8,11 +8,11 @@ the bottom (tests/test_pipeline_stages.py holds it to Pipeline's MRO):
     pipeline_fold.Folding                 journal events applied to the state
     pipeline_plan.Planning                Plan
     pipeline_build.Building               Optimize and serialize: decide, build
-    pipeline_feedback.Feedback            a turn's outcome, alerts, the turn journaled
+    pipeline_feedback.Feedback            a turn's outcome (record_usage, record_error), alerts, the turn journaled
     pipeline_turn_end.TurnEnd             a turn's request event; a recorded turn rebuilt
     pipeline_registration.Registration    sources, tools, latches, the window
     pipeline_conversation.Conversation    user, assistant, tool_result
-    pipeline.Pipeline                     construction, the request's path, fork, the outcome's calls
+    pipeline.Pipeline                     construction and close, the request's path, fork, send
 
 The stages read and set the attributes below; Pipeline.__init__ sets every one of them and says what
 each holds.
