@@ -21,7 +21,7 @@ from .recording_open import about, fail, missing, trajectory_hint, warn
 def forks(parent: Path, children: list[Path] | None, as_json: bool, prices: Path | None) -> None:
     """`forks`'s work: the fork tree of PARENT (and the children named, or those its fork events name), priced."""
     from engine.errors import ContextPipeError
-    from engine.recording.replay import MALFORMED
+    from engine.recording.replay import MALFORMED, not_the_engines
     from engine.sim.forks import fork_children, price_forks, tree_text
 
     if prices is not None:  # (a recording that forked nothing is not priced: $CONTEXTPIPE_PRICES waits till then)
@@ -126,11 +126,7 @@ def forks(parent: Path, children: list[Path] | None, as_json: bool, prices: Path
         fail(str(exc), 2)
     except MALFORMED as exc:  # a fork or link event of the wrong shape: the file's fault, not a crash
         files = ", ".join(str(x) for x in [parent, *(k for k, _ in kids)])
-        fail(
-            f"{files}: events are not what the engine writes ({type(exc).__name__}: {exc}); a recording is "
-            "damaged or was not written by the ContextPipe engine",
-            2,
-        )
+        fail(f"{files}: events are {not_the_engines(exc, 'a recording')}", 2)
     if not kids and not as_json:
         turns = report["parent"]["turns"]
         echo(f"no forks in {parent} ({counted(turns, 'turn')})")

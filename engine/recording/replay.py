@@ -49,13 +49,18 @@ class EmptyJournal(ReplayError):
 MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 
+def not_the_engines(exc: BaseException, what: str = "the recording") -> str:
+    """What every reader says of an event of the wrong shape (one of MALFORMED raised), after naming the
+    event or the file: the file's fault, not a crash, and which exception said so."""
+    return (
+        f"not what the engine writes ({type(exc).__name__}: {exc}); {what} is damaged or was not "
+        "written by the ContextPipe engine"
+    )
+
+
 def _malformed(i: int, ev: Any, exc: Exception) -> ReplayError:
     kind = ev.get("k") if isinstance(ev, dict) else None
-    return ReplayError(
-        f"event {i} ({kind!r}) is not what the engine writes ({type(exc).__name__}: {exc}); "
-        "the recording is damaged or was not written by the ContextPipe engine",
-        i,
-    )
+    return ReplayError(f"event {i} ({kind!r}) is {not_the_engines(exc)}", i)
 
 
 # Folding a long journal from the start for every re-plan is O(turns). The Replayer keeps one private

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ContextPipeError
-from engine.recording.replay import MALFORMED, ReplayError
+from engine.recording.replay import MALFORMED, ReplayError, not_the_engines
 from engine.sim.diff_sides import DiffError, Side
 from engine.sim.pricing import PriceTable, load_prices
 from engine.sim.session_diff import Recording, SessionDiff, diff_session
@@ -173,8 +173,5 @@ def _diff_each(
         except ContextPipeError:
             raise
         except MALFORMED as exc:  # an event of the wrong shape, met while rebuilding: the file's fault
-            raise DiffError(
-                f"{files}: events are not what the engine writes ({type(exc).__name__}: {exc}); the "
-                "recording is damaged or was not written by the ContextPipe engine"
-            ) from None
+            raise DiffError(f"{files}: events are {not_the_engines(exc)}") from None
     return DiffReport(base.label, cand.label, out)

@@ -49,7 +49,7 @@ from engine.policy.cachecost import from_price
 from engine.providers import canonical_provider
 from engine.recording.counts import CarriedCounter, CountTable, CountTableError
 from engine.recording.journal import Event
-from engine.recording.replay import MALFORMED, Replayer, ReplayError
+from engine.recording.replay import MALFORMED, Replayer, ReplayError, not_the_engines
 from engine.sim import cachesim
 from engine.sim.blocks import CountsDisagree
 from engine.sim.cachesim import deepseek_persist_probability
@@ -132,10 +132,7 @@ def _simulate_stream(
     except ContextPipeError:
         raise
     except MALFORMED as exc:  # an event of the wrong shape, met while rebuilding: the file's fault
-        raise ReplayError(
-            f"its events are not what the engine writes ({type(exc).__name__}: {exc}); the recording is "
-            "damaged or was not written by the ContextPipe engine"
-        ) from None
+        raise ReplayError(f"its events are {not_the_engines(exc)}") from None
 
 
 def _simulate_events_counted(
