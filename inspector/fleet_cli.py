@@ -20,6 +20,7 @@ from .recording_open import warn
 from .token_arg import number_option
 
 if TYPE_CHECKING:  # the commands import what they run lazily: `cp-inspect --help` stays quick
+    from .app import InspectorApp
     from .sources.live import LiveSource
     from .sources.live_recording import RecordingFollower
     from .top_app import TopView
@@ -220,13 +221,28 @@ def attach_from_top(target: str, view: TopView) -> LiveSource | RecordingFollowe
     return source
 
 
+def inspector_from_top(source: LiveSource | RecordingFollower, target: str, theme: str | None = None) -> InspectorApp:
+    """The inspector `top`'s Enter runs on the row `target`'s agent, told how to learn that the agent ended
+    (attach_command.process_ended), as `attach`'s is: from `top`, an agent that ran to its end read as a
+    red "Agent disconnected", where `attach` said "Agent exited" (and "Session ended" for PID.N)."""
+    from engine.probe.runtime_dir import parse_target
+
+    from .app import InspectorApp
+    from .attach_command import process_ended
+
+    app = InspectorApp(source, theme=theme)
+    parsed = parse_target(target)
+    if parsed is not None:
+        app.agent_ended = process_ended(*parsed)
+    return app
+
+
 def top(
     theme: ThemeOpt = None,
 ) -> None:
     """A live table of every agent on this machine (and every proxy session): Enter attaches, q comes back."""
     from engine.probe.watch import FleetWatcher
 
-    from .app import InspectorApp
     from .app_exit import run_app
     from .top_app import TopApp, TopView
 
@@ -241,7 +257,7 @@ def top(
             source = attach_from_top(target, view)
             if source is not None:
                 try:
-                    run_app(InspectorApp(source, theme=theme))
+                    run_app(inspector_from_top(source, target, theme))
                 finally:
                     source.close()  # (the app closes it as it exits; not if it never started)
     finally:
