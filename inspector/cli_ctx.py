@@ -203,7 +203,9 @@ def get(db: Path, budget_text: str, query: str | None, model: str | None, explai
         m["messages"] = [{"role": e.role, "content": e.text} for e in window.entries]
         echo(json.dumps(m, indent=2, ensure_ascii=False, sort_keys=True))
     elif explain:
-        echo(_explain(window))
+        from .cli_table import fit_text, terminal_columns
+
+        echo(fit_text(_explain(window), terminal_columns()))  # (the manifest only: never the window's text)
     else:
         for e in window.entries:
             echo(f"--- {e.role} #{e.id} ({e.kind}, {e.form}, {e.tokens} tokens)")

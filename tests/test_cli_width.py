@@ -231,3 +231,19 @@ def test_a_cut_snippet_keeps_its_match_in_view() -> None:
     middle = "…" + "x" * 40 + " the LATCH " + "y" * 40 + "…"
     got = _fit(middle, "latch", 21)
     assert "LATCH" in got and got[0] == got[-1] == "…" and len(got) <= 21
+
+
+def test_ctx_get_explain_wraps_on_a_terminal(tmp_path: Path) -> None:
+    """`ctx get --explain`'s manifest rows ran to ~105 columns; on a terminal they wrap at spaces, indented
+    past the row. The same store read the same way (a store of its own for each side: a get advances
+    the store's turn) says the same words piped, on whole lines."""
+    dbs = []
+    for side in ("tty", "pipe"):
+        db = tmp_path / f"{side}.sqlite"
+        _piped(["ctx", "import", ANTHROPIC, "--db", str(db)])
+        dbs.append(db)
+    args = ["ctx", "get", "--budget", "6000", "--explain", "--db"]
+    lines = _on_terminal([*args, str(dbs[0])], 80)
+    piped = _piped([*args, str(dbs[1])], {"COLUMNS": "80"})
+    assert max(map(len, lines)) <= 80 < max(map(len, piped)), [ln for ln in lines if len(ln) > 80]
+    assert " ".join(lines).split() == " ".join(piped).split()
