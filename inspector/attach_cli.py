@@ -84,14 +84,19 @@ def _save_received(src: Any, record: Path) -> None:
 
 def _save_on_termination() -> dict[int, Any]:
     """SIGTERM (`kill`, a supervisor stopping it) and SIGHUP (the terminal window closed) end the process
-    without running `finally` blocks, so `attach --record` saved nothing. Raised as SystemExit here, they
-    unwind through the app (asyncio cancels its tasks, Textual restores the terminal) to the save.
-    Returns the handlers it replaced, for `_restore_handlers` once the save is done: a caller that runs
-    attach in its own process (a test's CliRunner) kept a SIGTERM that raised SystemExit after it."""
+    without running `finally` blocks, so `attach --record` saved nothing. While the app runs they end it
+    as `q` does, from its event loop, with status 128 + the signal (app_exit.exit_running_app: a
+    SystemExit raised inside the loop crashed the app's shutdown or was lost); before it starts or after
+    it ends they raise SystemExit, which unwinds to the save. Returns the handlers it replaced, for
+    `_restore_handlers` once the save is done: a caller that runs attach in its own process (a test's
+    CliRunner) kept a SIGTERM that raised SystemExit after it."""
     import signal
 
+    from .app_exit import exit_running_app
+
     def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
+        if not exit_running_app(128 + signum):
+            raise SystemExit(128 + signum)
 
     return {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
