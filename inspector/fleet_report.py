@@ -53,6 +53,9 @@ def session_row(path: Path, rep: SimulationReport, stood_in: bool = False) -> di
         # The two simulated figures the saving is the ratio of (the same cache simulator and prices).
         "engine_simulated_cost_usd": round(engine.cost_usd, 6),
         "as_sent_simulated_cost_usd": round(sent.cost_usd, 6) if sent is not None else None,
+        # Failed attempts sent again (rate limits, overloads): unbilled, in no figure above, but a run that
+        # met them is not the clean one its row alone reads as.
+        "retried_attempts": rep.retried_attempts,
     }
 
 
@@ -65,13 +68,14 @@ def idle_row(path: Path, header: dict[str, Any]) -> dict[str, Any]:
         "model_stood_in": False, "calls": 0, "basis": "none", "prompt_tokens": 0, "cache_read_tokens": 0,
         "cache_write_tokens": 0, "output_tokens": 0, "cache_hit_rate": 0.0, "cost_usd": 0.0,
         "cache_breaks": 0, "cache_break_causes": {}, "engine_cost_usd": 0.0, "engine_saving_usd": 0.0,
-        "engine_simulated_cost_usd": 0.0, "as_sent_simulated_cost_usd": 0.0,
+        "engine_simulated_cost_usd": 0.0, "as_sent_simulated_cost_usd": 0.0, "retried_attempts": 0,
     }
 
 
 def totals_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {k: sum(r[k] for r in rows) for k in (
-        "calls", "prompt_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "cache_breaks")}
+        "calls", "prompt_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "cache_breaks",
+        "retried_attempts")}
     for k in ("cost_usd", "engine_cost_usd", "engine_saving_usd"):
         total[k] = round(sum(r[k] for r in rows), 6)
     total["cache_hit_rate"] = round(total["cache_read_tokens"] / total["prompt_tokens"], 4) if total["prompt_tokens"] else 0.0
@@ -148,6 +152,10 @@ def render_table(rows: list[dict[str, Any]], total: dict[str, Any], room: int | 
     if any(r["basis"] == "as_sent" for r in rows):
         # The whole row is the as-sent simulation then (paid = as_sent), not only its cost.
         prose.append("* no provider usage recorded: prompt tokens, hit rate and cost simulated from the requests as sent")
+    if total["retried_attempts"]:
+        met = sum(1 for r in rows if r["retried_attempts"])
+        prose.append(f"retried: {counted(total['retried_attempts'], 'failed attempt')} sent again (rate limits, "
+                     f"overloads) in {counted(met, 'session')}, not billed and in no figure above")
     stood_in = sorted({str(r["priced_as"]) for r in rows if r["model_stood_in"]})
     if stood_in:
         prose.append(f"priced as {', '.join(stood_in)} (--model): sessions whose own model has no price")

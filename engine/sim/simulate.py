@@ -483,6 +483,7 @@ def _simulate_events(
             "source": price.source,
         },
         calibration=scale,
+        retried_attempts=sum(index.retried.values()),
     )
 
 

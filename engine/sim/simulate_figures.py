@@ -139,6 +139,9 @@ class SimulationReport:
     elapsed_s: float
     prices: dict[str, Any] = field(default_factory=dict)  # the price row applied, with its date and source
     calibration: float = 1.0  # provider tokens per engine token applied to the simulated columns
+    # Failed attempts the agent (or its SDK) sent again (a 429, a 529), kept by the proxy on the turn they
+    # preceded and in no column (never billed): `report` counts them; the notes say them for `simulate`.
+    retried_attempts: int = 0
 
     def prices_line(self) -> str:
         """Which prices and cache rules were applied, in one line."""

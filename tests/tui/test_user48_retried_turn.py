@@ -28,8 +28,12 @@ from tests.tui.conftest import settle
 
 @pytest.fixture
 def retried_recording(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Three calls of one conversation through the proxy; the second met a 429 and was retried."""
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    return record_retried(tmp_path)
+
+
+def record_retried(tmp_path: Path) -> Path:
+    """Three calls of one conversation through the proxy; the second met a 429 and was retried."""
     standin = StandIn(retry_after="0.01").start()
     rec = Recorder(tmp_path / "rec")
     server = ProxyServer({"anthropic": standin.url}, rec).start()
