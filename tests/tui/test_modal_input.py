@@ -131,7 +131,7 @@ class _TurnArrivesWhileSaving(SyntheticSource):
         import time
 
         assert self.hold is not None
-        start, give_up = len(self.received), time.monotonic() + 15
+        start, give_up = len(self.received), time.monotonic() + 60
         self.hold.set()  # the agent goes on while the save is written
         while len(self.received) == start and time.monotonic() < give_up:
             time.sleep(0.02)
@@ -147,7 +147,7 @@ async def test_the_save_status_counts_the_turns_the_file_holds(tmp_path: Path) -
     app = InspectorApp(_TurnArrivesWhileSaving(30, live=True, initial=20, delay=0.01, hold=threading.Event()))
     saved = tmp_path / "late.cpsession"
     async with app.run_test(size=(200, 40), notifications=True) as pilot:
-        give_up = time.monotonic() + 15
+        give_up = time.monotonic() + 60
         held = await _save_at_turn_20(app, pilot, saved, give_up)
         assert app.saved_turns == held > 20
         if app.disconnected is None:
