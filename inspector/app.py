@@ -217,6 +217,10 @@ class InspectorApp(App[None]):
         # and ended the app.
         if self._theme_warning:
             self.notify(self._theme_warning, severity="warning", markup=False)
+        unfollowed = self.source.header.get("not_followed")  # (sources.live_recording.NOT_FOLLOWED)
+        if unfollowed:  # attach's warning, on stderr before the app took the screen: seen only after q
+            self.notify(str(unfollowed), title="not following its recording", severity="warning", timeout=12,
+                        markup=False)
         damage = self.source.header.get("damage")
         if damage:  # a recovered tail or a rebuilt index: said on screen, not only after quitting
             path = self.source.header.get("path")

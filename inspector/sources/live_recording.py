@@ -56,6 +56,8 @@ from inspector.timeline import summarize
 
 # The hello's fields the recording's header must hold too: the same agent's same session.
 _SAME = ("start_time", "model", "provider")
+# The header key saying why a recording the agent named is not followed (InspectorApp shows it on mount).
+NOT_FOLLOWED = "not_followed"
 # Turns of the history before the newest whose summaries follow() decodes between two looks at the file.
 FILL_BATCH = 500
 
@@ -359,7 +361,9 @@ def open_live(
         live.client.close()
         live.follow_recording = False
         live._connect()
-        return live, f"{exc}: its turns are sent live instead"
+        why = f"{exc}: its turns are sent live instead"
+        live.header[NOT_FOLLOWED] = why  # (the app says it on screen: written before it, it was hidden)
+        return live, why
     try:
         return RecordingFollower(live, reader), None
     except BaseException:

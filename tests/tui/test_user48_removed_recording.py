@@ -108,3 +108,29 @@ def test_the_headless_demo_does_not_say_a_removed_recording_is_kept(tmp_path: Pa
     assert demo.returncode == 0, err
     last = out.strip().splitlines()[-1]
     assert last == f"the recording {record} was removed while the demo ran: nothing is kept", last
+
+
+async def test_a_recording_it_cannot_follow_is_said_on_screen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attached after the recording was removed: the agent is attached live (as open_live says), and why
+    is said on screen too. It was written to stderr before the app took the screen: seen only after q."""
+    rt = Path(tempfile.mkdtemp(prefix="cpu-", dir="/tmp"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
+    record = rt / "agent.cpsession"
+    agent = _recording_agent(rt, record)
+    try:
+        record.unlink()
+        src, why = open_live(agent.pid)
+        assert why is not None and not isinstance(src, RecordingFollower)
+        assert f"the agent's recording {record} cannot be read here" in why, why
+        app = InspectorApp(src)
+        async with app.run_test(size=(120, 40)) as pilot:
+            give_up = time.monotonic() + 60
+            while len(app.timeline) < 1 and time.monotonic() < give_up:
+                await pilot.pause(0.1)
+            assert len(app.timeline) >= 1  # attached all the same
+            said = [(n.title, n.message) for n in app._notifications]
+            assert ("not following its recording", why) in said, said
+    finally:
+        agent.kill()
+        agent.wait()
+        shutil.rmtree(rt, ignore_errors=True)
