@@ -423,7 +423,7 @@ async def _step_run(
         first_index = min(app.timeline.last, int(start * (app.timeline.last + 1)))
 
         def rewind() -> None:
-            app._go(app.timeline.go(first_index))
+            app.go(app.timeline.go(first_index))
 
         rewind()
         await pilot.pause(0.3)

@@ -16,7 +16,9 @@ whatif_tabs.py), `search_bar` (the search as the person drives it: search_bar.py
 (which tab shows; narrow and short terminals: tab_layout.py), `stepping` (interesting turns, go to,
 play: stepping.py) and `saving` (`s`: session_save.py). The app itself keeps the bindings, the
 reactives, the step's own path (watch_index: what every step draws, kept here where it runs fastest)
-and thin handlers that hand each message, action and watcher to the part that holds it.
+and thin handlers that hand each message, action and watcher to the part that holds it. The parts
+read the app through public names only (grouped in __init__: its widgets, `update_status`, `go`, ...);
+its private ones are its own.
 """
 
 from __future__ import annotations
@@ -134,15 +136,20 @@ class InspectorApp(App[None]):
         self.content = ContentLoader(self, source, self.pane.width, self.pane.screen)
         self.whatif = WhatIfRunner(self, source)
         self.search = SearchRunner(self, source)
-        self._content_deferred = False  # a step arrived while the initial load was still decoding
+        # What the parts read of the app besides its reactives and workers (their interface to it, with
+        # update_status(), go(index) and first_frame_drawn()): the main screen's widgets, held from mount
+        # (a modal screen may be on top when a part wants them; `manifest` too), and the state below.
+        self.viewer: ContentViewer | None = None  # the content viewer
+        self.footer: Footer | None = None
+        self.whatif_panel: WhatIfPanel | None = None
+        self.content_deferred = False  # a step arrived while the initial load was still decoding
+        self.step_direction = 1  # the way the person steps (+1 or -1): the content worker prepares the
+        # next turn that way while they look
+        self.last_input = 0.0  # monotonic time of the last key press or click (INPUT_QUIET_S)
+        # The app's own.
         self._theme_warning: str | None = None
-        self._viewer: ContentViewer | None = None  # the main screen's content viewer, from mount
-        self._last_index = -1  # the turn shown before, and the way the person steps (+1 or -1): the
-        self._direction = 1  # content worker prepares the next turn that way while they look
-        self._status_drawn = False  # watch_index drew the status line for the index _go set
-        self._footer: Footer | None = None  # the main screen's footer and What-if panel, from mount
-        self._whatif: WhatIfPanel | None = None
-        self._last_input = 0.0  # monotonic time of the last key press or click (INPUT_QUIET_S)
+        self._last_index = -1  # the turn shown before (step_direction)
+        self._status_drawn = False  # watch_index drew the status line for the index go() set
         # True once start-up is over: the first screen complete, the rest of the load let go, and the
         # hidden What-if controls mounted. Until then the app is still doing deferred work between the
         # person's key presses; tests that time or count a step wait for it (tests/tui/conftest.settle).
@@ -152,8 +159,8 @@ class InspectorApp(App[None]):
                                                self.call_after_refresh)
         # Keys bound to stepping turns: routed to their binding at once when no widget would see them.
         self._step_keys = step_keys(list(self.BINDINGS))
-        # Steps typed before the start turn is on screen run once it is (early_steps.py).
-        self._early_steps = EarlySteps()
+        # Steps typed before the start turn is on screen run once it is (early_steps.py; the parts read it).
+        self.early_steps = EarlySteps()
         # Keys read together are handled in order, each where focus is once the one before is done.
         self._key_order = KeyOrder(self)
         for t in THEMES:
@@ -198,20 +205,20 @@ class InspectorApp(App[None]):
         yield KeysFooter(compact=True)  # (recomposed only when its keys change: keys_footer.py)
 
     def on_mount(self) -> None:
-        self._viewer = self.query_one("#content", ContentViewer)
-        self._footer, self._whatif = self.query_one(Footer), self.query_one("#whatif", WhatIfPanel)
+        self.viewer = self.query_one("#content", ContentViewer)
+        self.footer, self.whatif_panel = self.query_one(Footer), self.query_one("#whatif", WhatIfPanel)
         # What every step updates, held from mount: ten look-ups by id a step were ~0.3 ms of it.
         self._pressure, self._tier = self.query_one("#pressure", PressurePanel), self.query_one("#tier", TierPanel)
         self._cache_panel = self.query_one("#cache", CacheLayoutPanel)
         self._skipped, self._strip = self.query_one("#skipped", SkippedPanel), self.query_one("#strip", TimelineStrip)
-        self._manifest, self._status = self.query_one("#manifest", ManifestPanel), self.query_one("#status", MarkupLine)
+        self.manifest, self._status = self.query_one("#manifest", ManifestPanel), self.query_one("#status", MarkupLine)
         # The status line fits its parts to its width (status_parts): laid out at another, drawn again.
-        self._status.on_width = lambda _width: self._update_status()
+        self._status.on_width = lambda _width: self.update_status()
         # Hovering the status line shows what it cut (and the file or command it never shows whole).
         self._status.whole = lambda: "\n".join(self.status_whole()) or None
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
         self.tabs_layout.apply_size(self.size.width, self.size.height)
-        self._update_status()
+        self.update_status()
         # Every notification that names something from outside (a theme, a path, an error, a reason) is
         # plain text: as markup, `[b]` in it was styled away and `[/]` raised MarkupError in the toast
         # and ended the app.
@@ -234,7 +241,7 @@ class InspectorApp(App[None]):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseDown)) and not event.is_forwarded:
-            self._last_input = time.monotonic()
+            self.last_input = time.monotonic()
             if isinstance(event, events.Key):
                 if self._key_order.hold(event):  # a key before it is still on its way (key_order.py)
                     return
@@ -287,24 +294,24 @@ class InspectorApp(App[None]):
         self._tier.trace = trace
         self._cache_panel.trace = trace
         self._skipped.trace = trace
-        whatif = self._whatif
+        whatif = self.whatif_panel
         assert whatif is not None
         whatif.trace = trace
         self._strip.current = index
-        manifest = self._manifest
+        manifest = self.manifest
         manifest.show(trace)
         if self.search.scan is not None:  # the sections that hold the searched text, where it is known
             counts = self.search.scan.at(index)
             manifest.set_marked(frozenset(counts or ()))
         # While a long recording is still loading, the source is busy decoding: content comes after.
-        self._content_deferred = self.view.loading
+        self.content_deferred = self.view.loading
         if index != self._last_index:
-            self._direction = -1 if index < self._last_index else 1
+            self.step_direction = -1 if index < self._last_index else 1
             self._last_index = index
         if not self.view.loading:
             section = manifest.selected_section()
             shown = False
-            if section is not None and not self.content.show_request and self._viewer is not None:
+            if section is not None and not self.content.show_request and self.viewer is not None:
                 shown = self.pane.show_prepared(trace, section)
             if shown:
                 assert section is not None
@@ -325,10 +332,10 @@ class InspectorApp(App[None]):
         overrides = whatif.overrides()
         if not overrides.is_empty() and not whatif.session:  # session-wide results do not depend on the turn
             self.whatif.replan(index, trace["turn"], overrides)
-        self._update_status()
+        self.update_status()
         self._status_drawn = True
 
-    def _update_status(self) -> None:
+    def update_status(self) -> None:
         parts = status_parts(
             self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to,
             self._status.content_region.width or None, saved_turns=self.saved_turns,
@@ -342,7 +349,7 @@ class InspectorApp(App[None]):
             self._status.content_region.width or None, saved_turns=self.saved_turns,
         )
 
-    def _go(self, index: int | None) -> None:
+    def go(self, index: int | None) -> None:
         if index is not None:
             self._status_drawn = False
             self.index = index
@@ -350,7 +357,7 @@ class InspectorApp(App[None]):
             # parts again to find them unchanged was ~0.5 ms of every step. The same index (a step
             # past either end, live follow switched) still updates it here.
             if not self._status_drawn:
-                self._update_status()
+                self.update_status()
 
     # ---- the source ---------------------------------------------------------------------------
 
@@ -358,7 +365,7 @@ class InspectorApp(App[None]):
     def _turns_received(self, message: TurnsReceived) -> None:
         self.arrivals.turns_received(message)
 
-    def _first_frame_drawn(self) -> None:
+    def first_frame_drawn(self) -> None:
         self.arrivals.first_frame_drawn()
 
     @on(WhatIfPanel.ControlsReady)
@@ -374,14 +381,14 @@ class InspectorApp(App[None]):
         self.arrivals.source_failed(message)
 
     def watch_disconnected(self) -> None:
-        self._update_status()
+        self.update_status()
         self.arrivals.count_for_save()  # the agent is gone: an open save prompt's count is final
 
     def watch_failed(self) -> None:
-        self._update_status()
+        self.update_status()
 
     def watch_saved_to(self) -> None:
-        self._update_status()
+        self.update_status()
 
     @on(HistoryRefreshed)
     def _history_refreshed(self, message: HistoryRefreshed) -> None:
@@ -441,19 +448,19 @@ class InspectorApp(App[None]):
     # ---- stepping -----------------------------------------------------------------------------
 
     def action_step(self, delta: int) -> None:
-        self._early_steps.run_or_hold(lambda: self._go(self.timeline.step(delta)))
+        self.early_steps.run_or_hold(lambda: self.go(self.timeline.step(delta)))
 
     def action_first(self) -> None:
-        self._early_steps.run_or_hold(lambda: self._go(self.timeline.go(0)))
+        self.early_steps.run_or_hold(lambda: self.go(self.timeline.go(0)))
 
     def action_last(self) -> None:
-        self._early_steps.run_or_hold(lambda: self._go(self.timeline.go(self.timeline.last)))
+        self.early_steps.run_or_hold(lambda: self.go(self.timeline.go(self.timeline.last)))
 
     def action_next_interesting(self) -> None:
-        self._early_steps.run_or_hold(self.stepping.next_interesting)
+        self.early_steps.run_or_hold(self.stepping.next_interesting)
 
     def action_prev_interesting(self) -> None:
-        self._early_steps.run_or_hold(self.stepping.prev_interesting)
+        self.early_steps.run_or_hold(self.stepping.prev_interesting)
 
     # ---- content search -------------------------------------------------------------------------
 
@@ -476,7 +483,7 @@ class InspectorApp(App[None]):
 
     @on(JumpToTurn)
     def _jump(self, message: JumpToTurn) -> None:
-        self._go(self.timeline.go(message.index))
+        self.go(self.timeline.go(message.index))
 
     def action_goto(self) -> None:
         self.stepping.goto()

@@ -52,7 +52,7 @@ class Arrivals:
 
     def turns_received(self, message: TurnsReceived) -> None:
         app = self.app
-        if app._viewer is None or not app.is_running or not app._viewer.is_attached:
+        if app.viewer is None or not app.is_running or not app.viewer.is_attached:
             # The app is closing (its screens are pruned before its messages stop): turns the reader
             # posted meanwhile have nothing to go to (a query for the panels raised NoMatches). Shutdown
             # marks the app not running first, then prunes the widgets in no fixed order: the viewer
@@ -62,11 +62,11 @@ class Arrivals:
         first = len(timeline)
         if not self.first_chunk:  # once its frame is drawn, the rest may load and the collector run
             self.first_chunk = True
-            app.call_after_refresh(app._first_frame_drawn)
+            app.call_after_refresh(app.first_frame_drawn)
         timeline.extend(message.traces)
         self.count_for_save()
-        if app._whatif is not None:
-            app._whatif.set_received(len(timeline))
+        if app.whatif_panel is not None:
+            app.whatif_panel.set_received(len(timeline))
         app.query_one("#alerts", AlertsPanel).add_traces(message.traces, first)
         app.query_one("#strip", TimelineStrip).count = len(timeline)
         if not view.loaded and len(timeline):
@@ -82,7 +82,7 @@ class Arrivals:
             startup_gc.freeze_app()
         if not message.more:
             app.whatif.shadow()  # cached by the source per journal length: cheap when nothing changed
-        if app.index == timeline.current and not message.more and app._content_deferred:
+        if app.index == timeline.current and not message.more and app.content_deferred:
             app.watch_index(app.index)  # the initial load is complete: now fetch the content
         if view.loaded and not message.more and timeline.follow and 0 <= app.index < timeline.current:
             # Live turns that arrive back to back are drawn once, at the newest: the callback runs after
@@ -91,7 +91,7 @@ class Arrivals:
             if not self.newest_pending:
                 self.newest_pending = True
                 app.call_later(self.show_newest)
-            app._update_status()
+            app.update_status()
             self.end_early_steps(message.more)
             return
         if len(timeline):
@@ -100,7 +100,7 @@ class Arrivals:
             # came (the index did not change): `cp-inspect run` showed "waiting for the first turn…"
             # beside "turn 0 (1/1)" until the agent's second call.
             app.index = timeline.current
-        app._update_status()
+        app.update_status()
         self.end_early_steps(message.more)
 
     def end_early_steps(self, more: bool) -> None:
@@ -108,12 +108,12 @@ class Arrivals:
         # chunk, or the turn asked for with --turn once its chunk is in (early_steps.py).
         app = self.app
         view = app.view
-        if not app._early_steps.waiting:
+        if not app.early_steps.waiting:
             return
         if view.loaded or (len(view.timeline) and view.start_turn is None):
-            app._early_steps.start_shown()
+            app.early_steps.start_shown()
         elif not more:
-            app._early_steps.nothing_to_show()
+            app.early_steps.nothing_to_show()
 
     def first_frame_drawn(self) -> None:
         # The first screen is complete once the footer's keys are drawn too: the footer lays them out when
@@ -122,23 +122,23 @@ class Arrivals:
         # would hold that frame back.
         # The main screen's widgets are held from mount: a modal screen (help, go to) may be on top by now.
         app = self.app
-        assert app._footer is not None and app._whatif is not None
-        keys = app._footer.children
+        assert app.footer is not None and app.whatif_panel is not None
+        keys = app.footer.children
         if (not keys or keys[-1].region.width == 0) and self.first_frame_checks < 10:
             self.first_frame_checks += 1
-            app.call_after_refresh(app._first_frame_drawn)
+            app.call_after_refresh(app.first_frame_drawn)
             return
         app.reader.first_frame_drawn()
         startup_gc.release()
         self.released = True
-        app._whatif.add_controls(pace=self.when_input_quiet)
+        app.whatif_panel.add_controls(pace=self.when_input_quiet)
         self.check_startup_finished()
 
     def when_input_quiet(self, go: Callable[[], None]) -> None:
         """Call `go` once no key press or click has come for INPUT_QUIET_S: start-up's deferred work
         yields to the person's first steps, one small piece at a time."""
         app = self.app
-        wait = app._last_input + INPUT_QUIET_S - time.monotonic()
+        wait = app.last_input + INPUT_QUIET_S - time.monotonic()
         if wait > 0:
             app.set_timer(wait, lambda: self.when_input_quiet(go))
         else:
@@ -146,8 +146,8 @@ class Arrivals:
 
     def check_startup_finished(self) -> None:
         app = self.app
-        assert app._whatif is not None
-        if self.released and app._whatif.controls_ready and not app.startup_finished:
+        assert app.whatif_panel is not None
+        if self.released and app.whatif_panel.controls_ready and not app.startup_finished:
             app.startup_finished = True
 
     def show_newest(self) -> None:
@@ -155,7 +155,7 @@ class Arrivals:
         self.newest_pending = False
         if app.timeline.follow:  # the person may have stepped back meanwhile: then stay there
             app.index = app.timeline.current
-        app._update_status()
+        app.update_status()
 
     def source_disconnected(self, message: SourceDisconnected) -> None:
         app = self.app
@@ -229,7 +229,7 @@ class Arrivals:
         app.query_one("#alerts", AlertsPanel).reset(app.view.timeline.traces)
         app.query_one("#strip", TimelineStrip).restate()  # the stand-ins drawn were filled in place
         app.view.history = None
-        app._update_status()
+        app.update_status()
 
     def history_progressed(self, message: HistoryProgressed) -> None:
         # Part of that history is in: the strip draws those turns now (only they are worked out again),
@@ -238,9 +238,9 @@ class Arrivals:
         done = app.view.history[0] if app.view.history else 0
         app.query_one("#strip", TimelineStrip).restate(message.first + done, message.first + message.filled)
         app.view.history = (message.filled, message.total)
-        app._update_status()
+        app.update_status()
 
     def events_dropped(self, message: EventsDropped) -> None:
         app = self.app
         app.view.dropped += message.count
-        app._update_status()
+        app.update_status()

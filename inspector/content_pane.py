@@ -37,15 +37,15 @@ class ContentPane:
         is retitled, and still fetched: the hash is the trace's word for the text, the worker's copy
         is the text, and it changes nothing when they agree."""
         app = self.app
-        assert app._viewer is not None
+        assert app.viewer is not None
         title, key = app.content.section_title(trace, section)
         note = app.content.section_note(trace, section)
         prepared = app.content.prepared(trace["turn"], section)
         if prepared is None:
-            app._viewer.retitle(title, key, note)
+            app.viewer.retitle(title, key, note)
             return False
         text, document = prepared
-        app._viewer.show(title, text, document, document.dark, key, note)
+        app.viewer.show(title, text, document, document.dark, key, note)
         return True
 
     def prepare_ahead(self, index: int, section: str | None) -> None:
@@ -57,7 +57,7 @@ class ContentPane:
         app = self.app
         trace = app.full_trace(app.index)
         if trace is not None:
-            ahead = app.index + app._direction  # the turn the person would step to next
+            ahead = app.index + app.step_direction  # the turn the person would step to next
             ahead_turn = app.timeline.traces[ahead]["turn"] if 0 <= ahead < len(app.timeline) else None
             app.content.load(trace, section_id, stepping, ahead_turn, shown)
 
@@ -67,7 +67,7 @@ class ContentPane:
         # here (a lookup resolved against whatever screen is current raised NoMatches: issue 15.8),
         # and a message that outlives the main screen is dropped.
         app = self.app
-        viewer = app._viewer
+        viewer = app.viewer
         if viewer is None or not viewer.is_attached:
             return
         if message.title != app.content.wanted:
@@ -99,8 +99,8 @@ class ContentPane:
 
     def width(self) -> int:
         app = self.app
-        return app._viewer.wrap_width if app._viewer is not None else DEFAULT_WIDTH
+        return app.viewer.wrap_width if app.viewer is not None else DEFAULT_WIDTH
 
     def screen(self) -> Screenful | None:
         app = self.app
-        return app._viewer.first_screen() if app._viewer is not None and app._viewer.is_mounted else None
+        return app.viewer.first_screen() if app.viewer is not None and app.viewer.is_mounted else None

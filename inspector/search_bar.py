@@ -60,8 +60,8 @@ class SearchBar:
 
     def viewer_query(self, needle: str) -> None:
         app = self.app
-        assert app._viewer is not None
-        app._viewer.set_query(needle)
+        assert app.viewer is not None
+        app.viewer.set_query(needle)
 
     def show(self, text: str) -> None:
         app = self.app
@@ -102,12 +102,12 @@ class SearchBar:
         # Wrapped all the way round to the turn it started from: there is no other (`f` at the only change
         # said the same "search wrapped to turn 0 · turn 0: ..." again and again, as if it had moved).
         only = message.wrapped and change.index == app.index and message.scanned == len(app.timeline)
-        app._go(app.timeline.go(change.index))
+        app.go(app.timeline.go(change.index))
         if change.kind != LEAVES:
-            app._manifest.select(change.section)
-            assert app._viewer is not None
+            app.manifest.select(change.section)
+            assert app.viewer is not None
             trace = app.timeline.traces[change.index]
-            app._viewer.reveal_when_shown(f"{change.section} · turn {trace['turn']} ·")
+            app.viewer.reveal_when_shown(f"{change.section} · turn {trace['turn']} ·")
         wrapped = ""
         if only:
             self.show(
@@ -132,5 +132,5 @@ class SearchBar:
             return
         app.search.clear()
         self.viewer_query("")
-        app._manifest.set_marked(frozenset())
+        app.manifest.set_marked(frozenset())
         self.show("")

@@ -25,13 +25,13 @@ class Stepping:
         app = self.app
         if app.timeline.next_interesting() is None:
             app.notify("no later interesting turn", timeout=2)
-        app._go(app.timeline.current)
+        app.go(app.timeline.current)
 
     def prev_interesting(self) -> None:
         app = self.app
         if app.timeline.prev_interesting() is None:
             app.notify("no earlier interesting turn", timeout=2)
-        app._go(app.timeline.current)
+        app.go(app.timeline.current)
 
     def goto(self) -> None:
         app = self.app
@@ -52,7 +52,7 @@ class Stepping:
                     severity="warning",
                     timeout=4,
                 )
-            app._go(app.timeline.go(index))
+            app.go(app.timeline.go(index))
 
         app.push_screen(GoToTurnScreen(first, last), done)
 
@@ -66,7 +66,7 @@ class Stepping:
                 app.timeline.go(0)  # play from the start, as a media player does at the end
                 app.index = 0
             self.play_timer = app.set_interval(1 / SPEEDS[app.speed], self.tick)
-        app._update_status()
+        app.update_status()
 
     def tick(self) -> None:
         app = self.app
@@ -80,4 +80,4 @@ class Stepping:
         app.speed = min(max(0, app.speed + delta), len(SPEEDS) - 1)
         if app.playing:
             self.play(True)
-        app._update_status()
+        app.update_status()

@@ -52,11 +52,11 @@ class TabLayout:
     def section(self, delta: int) -> None:
         # The manifest's own cursor move: it posts SectionSelected for the new row, which loads its content.
         app = self.app
-        app._manifest.action_cursor(delta)
+        app.manifest.action_cursor(delta)
         if app.query_one("#details", TabbedContent).active != "tab-content" or app.content.show_request:
             app.content.show_request = False
             self.show("tab-content")  # the section is what Content shows: the zoomed tab follows
-            app.pane.load(app._manifest.selected_section())
+            app.pane.load(app.manifest.selected_section())
 
     def content(self) -> None:
         # The Content tab also shows the request body (`b`): `c` after `b` showed the tab with the body
@@ -64,7 +64,7 @@ class TabLayout:
         app = self.app
         if app.content.show_request:
             app.content.show_request = False
-            app.pane.load(app._manifest.selected_section())
+            app.pane.load(app.manifest.selected_section())
         self.show("tab-content")
 
     def request_body(self) -> None:
@@ -77,7 +77,7 @@ class TabLayout:
         app = self.app
         narrow = width < NARROW_BELOW
         show_hint = width >= app.PALETTE_HINT_MIN_WIDTH
-        footer = app._footer
+        footer = app.footer
         if footer is not None and footer.show_command_palette != show_hint:
             footer.show_command_palette = show_hint
             footer.refresh(recompose=True)  # a plain reactive: Footer does not recompose for it
@@ -96,5 +96,5 @@ class TabLayout:
         self.zoom = zoom
         app.query_one("#root").set_class(zoom and self.short, "zoom")
         if not zoom:  # ↑/↓ moved the hidden manifest's cursor: its row is brought into view once laid out
-            app.call_after_refresh(app._manifest.show_cursor)
+            app.call_after_refresh(app.manifest.show_cursor)
         app.refresh_bindings()  # the footer's "esc Back" comes and goes with it

@@ -85,7 +85,7 @@ out = {}
 async def main():
     app = replay_app(Path(sys.argv[1]))
     out["collector_off_while_starting"] = not gc.isenabled()
-    first_frame_drawn = app._first_frame_drawn
+    first_frame_drawn = app.first_frame_drawn
     def probe():  # the app's "first frame drawn" (again until the footer is in), before the rest starts
         out["first"] = {
             "modules": [m for m in DEFERRED if m in sys.modules],
@@ -94,7 +94,7 @@ async def main():
             "collector_on": gc.isenabled(),
         }
         first_frame_drawn()
-    app._first_frame_drawn = probe
+    app.first_frame_drawn = probe
     async with app.run_test(size=(120, 40)) as pilot:
         while not app.reader._drawn.is_set():  # the first screen is complete: the rest has started
             await asyncio.sleep(0.001)

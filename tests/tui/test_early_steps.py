@@ -47,7 +47,7 @@ async def _press_before_load(source: GatedSource, keys: list[str], start_turn: i
                 source.go[i].set()
                 await pilot.pause(0.05)
             await pilot.press(*keys)
-            assert len(app._early_steps) == len([k for k in keys if k in ("left", "right", "home", "end")])
+            assert len(app.early_steps) == len([k for k in keys if k in ("left", "right", "home", "end")])
             source.release()
             await settle(pilot)
     finally:
@@ -58,7 +58,7 @@ async def _press_before_load(source: GatedSource, keys: list[str], start_turn: i
 async def test_steps_typed_before_the_first_turn_run_once_it_is_shown() -> None:
     app = await _press_before_load(GatedSource(40), ["left", "left", "left"])
     assert app.index == 36 and app.timeline.current == 36 and not app.timeline.follow
-    assert len(app._early_steps) == 0 and not app._early_steps.waiting
+    assert len(app.early_steps) == 0 and not app.early_steps.waiting
 
 
 async def test_they_run_in_the_order_typed() -> None:
@@ -83,7 +83,7 @@ async def test_a_load_with_nothing_to_show_drops_them() -> None:
             await pilot.press("left", "right")
             source.release()
             await settle(pilot)
-            assert len(app._early_steps) == 0 and not app._early_steps.waiting
+            assert len(app.early_steps) == 0 and not app.early_steps.waiting
             assert len(app.timeline) == 0
     finally:
         source.release()
@@ -97,7 +97,7 @@ async def test_steps_after_the_start_run_at_once() -> None:
         await settle(pilot)
         await pilot.press("left")
         await pilot.pause()
-        assert app.index == 38 and len(app._early_steps) == 0
+        assert app.index == 38 and len(app.early_steps) == 0
 
 
 @given(st.lists(st.integers(-3, 3), max_size=MAX_HELD * 2))

@@ -154,7 +154,7 @@ async def _keys_keep_coming_then_a_pause() -> bool:
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
             await pilot.press("right")  # a key just before the first turn arrives
-            last_key = app._last_input  # when the app saw it (its clock for the quiet time)
+            last_key = app.last_input  # when the app saw it (its clock for the quiet time)
             source.go.set()
             await _first_screen(pilot, app)
             whatif = app.query_one("#whatif", WhatIfPanel)
@@ -168,10 +168,10 @@ async def _keys_keep_coming_then_a_pause() -> bool:
                     break
                 assert not mounted, "a control mounted while keys kept coming within the quiet time"
                 await pilot.press("right")
-                if app._last_input - last_key >= quiet:
+                if app.last_input - last_key >= quiet:
                     kept_pace = False
                     break
-                last_key = app._last_input
+                last_key = app.last_input
             await settle(pilot)
             assert app.startup_finished
             assert len(whatif.query("Slider")) == 1 + len(THRESHOLD_KEYS)

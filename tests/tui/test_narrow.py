@@ -116,7 +116,7 @@ async def test_a_disconnected_agent_at_40_columns_keeps_the_turn_number_before_i
     async with app.run_test(size=(width, 12)) as pilot:
         await settle(pilot)
         app.disconnected = "gone"
-        app._update_status()
+        app.update_status()
         await settle(pilot)
         status = app.query_one("#status", MarkupLine).render_line(0).text
         assert "turn " in status and any(ch.isdigit() for ch in status.split("turn ", 1)[1][:3]), status

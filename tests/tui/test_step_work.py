@@ -13,7 +13,7 @@ from tests.tui.conftest import settle
 
 async def test_a_step_builds_the_status_line_once(replay_source: SyntheticSource,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    # Before: watch_index built the status parts and _go built them again to find them unchanged.
+    # Before: watch_index built the status parts and go() built them again to find them unchanged.
     built: list[int] = []
     original = app_module.status_parts
 
