@@ -61,7 +61,48 @@ def to_json(
     ]
     if actual is not None:
         out["diff"] = diff(actual, trace)
+    floor = over_ceiling(trace)
+    if floor is not None:
+        out["over_ceiling"] = floor
     return out
+
+
+def over_ceiling(trace: dict[str, Any]) -> dict[str, Any] | None:
+    """What a turn planned into a window too small for what the engine never evicts (its anchors, the goal,
+    Never sections, the newest round: engine.trace.check_budget's list) still needs, and the least window
+    whose ceiling holds it; None when the request is within its ceiling. A live pipeline raises
+    BudgetExceededError there; `explain --budget 10` re-plans past it, and said nothing of it."""
+    need, ceiling = trace["final_tokens"], trace.get("ceiling")
+    if not isinstance(ceiling, int) or need <= ceiling:
+        return None
+    kept = {
+        s["id"]: s["tokens"]
+        for s in trace["sections"]
+        if s["tokens"] and (s["priority"] == "never" or s["kind"] in ("identity", "constraints", "goal", "history"))
+    }
+    return {"needs": need, "ceiling": ceiling, "never_evicted": kept, "least_window": _least_window(trace)}
+
+
+def _least_window(trace: dict[str, Any]) -> int:
+    """The smallest window whose ceiling, planned as the turn's was (the window less its margin, over the
+    calibration, less the reserves but at most half: engine.plan.ceiling_for), holds the request."""
+    from engine.config import PipelineConfig
+    from engine.plan import ceiling_for
+
+    need, limit, usable = trace["final_tokens"], trace["limit"], trace.get("usable", trace["limit"])
+    ratio = float(trace.get("calibration") or 1.0)
+    reserve = sum(int(trace["reserves"].get(k, 0)) for k in ("response", "thinking", "schema"))
+    # The margin is not in the trace: read back from a window large enough to show it, else the default.
+    margin = round(1 - usable / limit, 3) if limit >= 1000 else PipelineConfig.margin
+
+    def holds(window: int) -> bool:
+        return ceiling_for(int(int(window * (1 - margin)) / ratio), reserve) >= need
+
+    lo, hi = 1, 100_000_000  # engine.tokens.Budget's range
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if holds(mid) else (mid + 1, hi)
+    return lo
 
 
 def diff(actual: dict[str, Any], whatif: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +138,7 @@ def to_text(
         f"  tier: {t['tier']}  -- {t['tier_reason']['text']}",
         f"  tokens: estimated {t['estimated_tokens']} -> sent {t['final_tokens']} (ceiling {t.get('ceiling', '?')};"
         f" provider/estimate calibration {t.get('calibration', 1.0):.3f})",
+        *_over_ceiling_lines(t),
         "",
         f"  {'section':<16}{'scope':<9}{'priority':<13}{'budget':>8}{'planned':>9}{'tokens':>8}  form",
     ]
@@ -175,6 +217,18 @@ def to_text(
         if d["markers"][0] != d["markers"][1]:
             lines.append(f"    markers {d['markers'][0]} -> {d['markers'][1]}")
     return "\n".join(lines)
+
+
+def _over_ceiling_lines(t: dict[str, Any]) -> list[str]:
+    floor = over_ceiling(t)
+    if floor is None:
+        return []
+    kept = ", ".join(f"{k} {v}" for k, v in floor["never_evicted"].items())
+    return [
+        f"  over the ceiling: the request still needs {floor['needs']} tokens after every optimization, what "
+        f"is never evicted ({kept}); window {t['limit']} cannot hold it: give a window of at least "
+        f"{floor['least_window']} (--budget {floor['least_window']})"
+    ]
 
 
 def _delta(saved: int) -> str:

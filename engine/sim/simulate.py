@@ -436,6 +436,18 @@ def _simulate_events(
             )
     if over:
         notes.append("requests larger than their window, which a provider would reject: " + "; ".join(over))
+    # Then the engine's own columns are at what they never evict (the instructions, the goal, the newest
+    # round: no trim goes below it), and the largest of those requests is the least window that holds
+    # them all. Said with the number (and as `least_window` in --json): the note above named no way out.
+    window = int(s.window or rec_cfg["window"])
+    need = max((t.prompt_tokens for f in (pol_p, pol_c) for t in f.turns), default=0)
+    least_window = need if need > window else None
+    if least_window is not None:
+        notes.append(
+            f"window {window:,} cannot hold what the engine never evicts (the instructions, the goal, the "
+            f"newest round): its requests still need up to {need:,} tokens; give --window {need:,} or more "
+            "(and room for the reply)"
+        )
 
     real_model = str(rec_cfg["model"])
     try:
@@ -464,7 +476,7 @@ def _simulate_events(
         model=model,
         engine_provider=engine_provider,
         cache_rules=rules,
-        window=s.window or int(rec_cfg["window"]),
+        window=window,
         turns=replayer.turns,
         simulated_turns=sum(1 for r in reqs_p if r.turn not in failed),
         policies=cols,
@@ -484,6 +496,7 @@ def _simulate_events(
         },
         calibration=scale,
         retried_attempts=sum(index.retried.values()),
+        least_window=least_window,
     )
 
 

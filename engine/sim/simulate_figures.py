@@ -142,6 +142,9 @@ class SimulationReport:
     # Failed attempts the agent (or its SDK) sent again (a 429, a 529), kept by the proxy on the turn they
     # preceded and in no column (never billed): `report` counts them; the notes say them for `simulate`.
     retried_attempts: int = 0
+    # The least window that holds every request of the engine's columns, set only when --window is
+    # smaller (their requests then cannot go below what is never evicted); in to_json only when set.
+    least_window: int | None = None
 
     def prices_line(self) -> str:
         """Which prices and cache rules were applied, in one line."""
@@ -179,4 +182,5 @@ class SimulationReport:
             ),
             "notes": self.notes,
             "elapsed_s": round(self.elapsed_s, 4),
+            **({"least_window": self.least_window} if self.least_window is not None else {}),
         }
