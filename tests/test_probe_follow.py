@@ -140,7 +140,16 @@ def _shown_once_each(view: _Follower, last: int) -> None:
     assert seen == list(range(last + 1)), seen
 
 
-@pytest.mark.parametrize("trouble", ["stopped", "truncated"])
+@pytest.mark.parametrize(
+    "trouble",
+    [
+        pytest.param(
+            "stopped",
+            marks=pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full (writes fail ENOSPC)"),
+        ),
+        "truncated",
+    ],
+)
 def test_a_recording_that_goes_wrong_while_followed_loses_no_turn(rtdir: Path, trouble: str) -> None:
     path = rtdir.parent / "s.cpsession"
     pipe, src, view = _follow(rtdir, path)
@@ -149,16 +158,24 @@ def test_a_recording_that_goes_wrong_while_followed_loses_no_turn(rtdir: Path, t
             _turn(pipe, t)
         view.wait_for(5)
         if trouble == "stopped":
-            # What a full disk does (Pipeline._publish): the probe's followers are told, and attach again.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                pipe._recorder_failed(RecordingError("disk full"))
-            wait_until(lambda: pipe.probe.client_count == 1, "the follower did not attach again")
+            # A full disk under the agent's recording: its descriptor now writes to /dev/full, so the
+            # recorder's next write fails ENOSPC (Pipeline._publish): the recording stops, the probe's
+            # followers are told, and attach again.
+            full = os.open("/dev/full", os.O_WRONLY)
+            try:
+                os.dup2(full, pipe.recorder._fd)
+            finally:
+                os.close(full)
         else:
             os.truncate(path, 100)
             time.sleep(0.3)  # (looked at before the agent's next write: see _file_trouble)
         for t in range(6, 10):
-            _turn(pipe, t)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # "recording stopped, the agent goes on"
+                _turn(pipe, t)
+            if trouble == "stopped" and t == 6:
+                assert isinstance(pipe.recording_error, RecordingError), pipe.recording_error
+                wait_until(lambda: pipe.probe.client_count == 1, "the follower did not attach again")
             time.sleep(0.02)
         pipe.close_turn()
         _shown_once_each(view, 9)
