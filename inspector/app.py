@@ -58,6 +58,7 @@ from inspector.messages import (
     SimulationFinished,
     SourceDisconnected,
     SourceFailed,
+    SourceNotice,
     TurnsReceived,
     WhyMissed,
 )
@@ -379,6 +380,11 @@ class InspectorApp(App[None]):
     @on(SourceFailed)
     def _source_failed(self, message: SourceFailed) -> None:
         self.arrivals.source_failed(message)
+
+    @on(SourceNotice)
+    def _source_notice(self, message: SourceNotice) -> None:
+        # (a followed recording that went wrong: the header's follow_stopped, shown as not_followed is)
+        self.notify(message.text, title=message.title, severity="warning", timeout=12, markup=False)
 
     def watch_disconnected(self) -> None:
         self.update_status()

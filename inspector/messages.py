@@ -38,6 +38,15 @@ class SourceFailed(Message):
 
 
 @dataclass
+class SourceNotice(Message):
+    """Something about how the session is read now, to say on screen once (sources.Notice: a followed
+    recording that went wrong, the session sent live from there on)."""
+
+    text: str
+    title: str = ""
+
+
+@dataclass
 class EventsDropped(Message):
     """The probe dropped events for this client; the view re-syncs."""
     count: int

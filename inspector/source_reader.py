@@ -16,9 +16,19 @@ from inspector.messages import (
     HistoryRefreshed,
     SourceDisconnected,
     SourceFailed,
+    SourceNotice,
     TurnsReceived,
 )
-from inspector.sources import Chunk, Disconnected, EventsLost, HistoryFilled, HistoryProgress, NewTurn, Source
+from inspector.sources import (
+    Chunk,
+    Disconnected,
+    EventsLost,
+    HistoryFilled,
+    HistoryProgress,
+    NewTurn,
+    Notice,
+    Source,
+)
 
 # How long the rest of a long recording waits for the first screen before it is read anyway (a frame
 # that never comes, e.g. a suspended app, must not stall the load; on a loaded machine the first screen
@@ -130,6 +140,8 @@ class SourceReader:
                 post(HistoryRefreshed())
             elif isinstance(event, HistoryProgress):
                 post(HistoryProgressed(event.filled, event.total, event.first))
+            elif isinstance(event, Notice):
+                post(SourceNotice(event.text, event.title))
 
     def _wait_for_first_frame(self, worker: Worker[None]) -> bool:
         """Hold the rest of the load until the first chunk is drawn: decoding it meanwhile would only

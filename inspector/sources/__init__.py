@@ -56,7 +56,16 @@ class HistoryProgress:
     first: int = 0  # the timeline position of the first stand-in (after a re-sync, past the turns it had)
 
 
-SourceEvent = NewTurn | Disconnected | EventsLost | HistoryFilled | HistoryProgress
+@dataclass(frozen=True)
+class Notice:
+    """Something the person should know about how the session is read now (a followed recording that went
+    wrong, the session sent live from there on), said once on screen; the view goes on."""
+
+    text: str
+    title: str = ""
+
+
+SourceEvent = NewTurn | Disconnected | EventsLost | HistoryFilled | HistoryProgress | Notice
 
 
 class Chunk(NamedTuple):

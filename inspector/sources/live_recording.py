@@ -21,7 +21,9 @@ provider. Anything else, or a file that cannot be read here, is said in one line
 value) and the agent is attached as before, on a new connection whose snapshot has every turn. So is a
 recording that goes wrong while it is followed (cut shorter than what was read, a corrupt frame, the
 agent's recorder stopping): the source attaches again, the snapshot whole, and goes on from the first
-turn it had not shown. A file renamed or unlinked meanwhile is still the one the agent writes (both hold
+turn it had not shown, and says so once (a Notice the app shows). What is asked of a turn from then on
+is the live source's; the content search's stream of the file's journal has no build of a later turn,
+so it reads those through this source too (tests/test_follow_fallback.py). A file renamed or unlinked meanwhile is still the one the agent writes (both hold
 it open): it is followed on.
 """
 
@@ -46,6 +48,7 @@ from inspector.sources import (
     HistoryFilled,
     HistoryProgress,
     NewTurn,
+    Notice,
     SourceEvent,
     cancelled_event,
 )
@@ -179,6 +182,8 @@ class RecordingFollower(FileSource):
                     if self._stand:  # (what is left of them stays as it is; stepping onto one reads it)
                         self._stand = []
                         yield HistoryFilled()
+                    # Said on screen (the header's follow_stopped was shown nowhere): the view goes on, live.
+                    yield Notice(f"{why}: its turns are sent live from here on", "not following its recording")
                     yield from self._live_turns(self.live.load_initial())
                     yield from self._live_turns(self.live.follow())
                     return
