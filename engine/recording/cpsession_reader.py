@@ -378,6 +378,16 @@ class RecordingReader(IndexReading):
             out += batch
         return out
 
+    def fileno(self) -> int:
+        """The descriptor the file was opened (and checked) on: a follower looks at the file it reads
+        through it (its size, its /proc/self/fd name), wherever the path points now. -1 once closed."""
+        return self._fd
+
+    @property
+    def seen_size(self) -> int:
+        """The file's size at the last refresh() (-1 before one): a file now shorter was cut under it."""
+        return self._seen_size
+
     def refresh(self) -> list[dict[str, Any]]:
         """Complete event frames appended since the last read (follow a file another process writes)."""
         size = os.fstat(self._fd).st_size

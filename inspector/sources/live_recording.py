@@ -90,7 +90,7 @@ def open_trusted(path: Any, hello: dict[str, Any], uid: int | None = None) -> Re
     except RecordingError as exc:
         raise Untrusted(f"the agent's recording cannot be read: {exc}") from None
     try:
-        now = os.fstat(reader._fd)
+        now = os.fstat(reader.fileno())
         if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             raise Untrusted(f"the agent's recording {path} was replaced while it was opened")
         header = reader.header
@@ -116,7 +116,7 @@ class RecordingFollower(FileSource):
         # The texts are read by a reader of their own, opened when first needed: by the file's name it
         # would find nothing, or another file, once the agent's is moved or replaced; the descriptor's
         # own name in /proc is the file this reader opened (and checked), wherever it is now.
-        by_fd = Path(f"/proc/self/fd/{reader._fd}")
+        by_fd = Path(f"/proc/self/fd/{reader.fileno()}")
         if by_fd.exists():
             self.texts.path = by_fd
         self.live = live  # its connection: the agent's end, and where the session goes if the file fails
@@ -219,10 +219,10 @@ class RecordingFollower(FileSource):
         """Why the file cannot be followed on, or None: cut shorter than what was read (truncated, or
         rewritten from the start)."""
         try:
-            size = os.fstat(self.reader._fd).st_size
+            size = os.fstat(self.reader.fileno()).st_size
         except OSError as exc:
             return f"the recording cannot be read on ({exc.strerror or exc})"
-        if size < self.reader._seen_size:
+        if size < self.reader.seen_size:
             return f"the recording was cut to {size} bytes while it was followed"
         return None
 
@@ -335,7 +335,7 @@ class RecordingFollower(FileSource):
         """Whether the file followed is no longer at its path (removed, or moved away) while it was read
         through the open descriptor: the app's end then says so, not "recording kept at PATH"."""
         try:
-            held = os.fstat(self.reader._fd)
+            held = os.fstat(self.reader.fileno())
         except OSError:
             return False  # (closed: not known)
         try:
