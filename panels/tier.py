@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from textual.content import Content
 from textual.reactive import reactive
+from textual.visual import VisualType
+from textual.widget import Widget
 
 from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY, ambiguous_short, branch_short
 from engine.trace_schema import Trace
@@ -16,6 +18,7 @@ from panels.provider_scale import PROVIDER, ratio, sent, shown
 class TierPanel(LinePanel):
     DEFAULT_CSS = "TierPanel { height: auto; }"
     trace: reactive[Trace | None] = reactive(None, repaint=False)
+    _whole_error: str | None = None  # the error line whole, when it is shown cut (the tooltip)
 
     def on_mount(self) -> None:
         self.border_title = "Tier"
@@ -27,6 +30,7 @@ class TierPanel(LinePanel):
         # Assembled from (text, style) parts, not markup: parsing markup was most of a step's work
         # in this panel, and the texts (reasons, errors) need no escaping this way.
         t = self.trace
+        self._whole_error = None  # (set by _cut, for the tooltip)
         if t is None:
             return [Content("")]
         why = t["tier_reason"]
@@ -83,8 +87,35 @@ class TierPanel(LinePanel):
             # The trace says "KIND: MESSAGE"; a failure of no known kind is "error: ...", which read
             # "error error: cp-inspect proxy: could not reach the upstream ..." after the label.
             said = one_line(t["error"] or "").removeprefix("error: ")
-            lines.insert(1, Content.assemble(("error", "bold $error"), f" {said}"))
+            error = Content.assemble(("error", "bold $error"), f" {said}")
+            if isinstance(tried, list) and tried:
+                # Every attempt failed: the error (an API's JSON body) wrapped over every row the panel
+                # has, under it the "retried after" line, out of view at 80x24 and 120x40. Cut to the
+                # rows left beside the tier's and the retried line's, with "…"; the whole error is the
+                # panel's tooltip (and explain's "call failed:").
+                error = self._cut(error, width, self.size.height - 2)
+            lines.insert(1, error)
         return lines
+
+    @property
+    def tooltip(self) -> VisualType | None:
+        return self._whole_error if self._whole_error is not None else self._tooltip
+
+    @tooltip.setter
+    def tooltip(self, tooltip: VisualType | None) -> None:
+        Widget.tooltip.fset(self, tooltip)  # type: ignore[attr-defined]
+
+    def _cut(self, line: Content, width: int, rows: int) -> Content:
+        """`line` in at most `rows` rows of `width` (at least one), wrapped as the panel wraps it, the
+        last row ending with "…" when cut; the whole line is then the tooltip."""
+        wrapped = line.wrap(width)
+        if len(wrapped) <= max(1, rows):
+            return line
+        self._whole_error = line.plain
+        kept = wrapped[:max(1, rows)]
+        last = kept[-1]
+        kept[-1] = last + "…" if last.cell_length < width else last.truncate(width - 1) + "…"
+        return Content("\n").join(kept)
 
 
 def _tiers(raw: str, pred: str, recovery: str | tuple[str, str], width: int) -> Content:

@@ -76,3 +76,46 @@ async def test_a_retried_turn_says_so_in_the_tier_panel(retried_recording: Path,
         # `n` stops there (the stand-in's usage makes every turn an alert's too: asked of the summaries)
         said = [interesting_reasons(t, None) for t in app.timeline.traces]
         assert ["retried" in r for r in said] == [False, True, False], said
+
+
+def record_all_failed(tmp_path: Path) -> Path:
+    """Two calls through the proxy; every attempt of the second met a 429 (the SDK gave up after two retries)."""
+    standin = StandIn(retry_after="0.01").start()
+    rec = Recorder(tmp_path / "rec")
+    server = ProxyServer({"anthropic": standin.url}, rec).start()
+    try:
+        client = anthropic.Anthropic(base_url=server.url, api_key="k", max_retries=2)
+        msgs: list[Any] = [{"role": "user", "content": "List the files."}]
+        client.messages.create(model="claude-sonnet-4", max_tokens=64, system="Be careful.", messages=msgs)
+        msgs += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Step 1."}]
+        standin.failures[:] = [429, 429, 429]
+        with pytest.raises(anthropic.RateLimitError):
+            client.messages.create(model="claude-sonnet-4", max_tokens=64, system="Be careful.", messages=msgs)
+    finally:
+        server.stop()
+        rec.close()
+        standin.stop()
+    (path,) = [info.path for info, _ in rec.sessions.values()]
+    return Path(path)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_turn_whose_every_attempt_failed_keeps_its_retried_line_in_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """The error (the API's JSON body) wrapped over every row of the panel and pushed "retried after HTTP
+    429, HTTP 429" under its edge at both sizes. It is cut to the rows left, with "…", and whole in the
+    panel's tooltip."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    app = InspectorApp(FileSource(record_all_failed(tmp_path)), start_turn=1)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        tier = app.query_one("#tier", TierPanel)
+        rows = [tier.render_line(y).text.rstrip() for y in range(tier.size.height)]  # the rows in view
+        assert any(r.startswith("retried after HTTP 429, HTTP 429") for r in rows), rows
+        assert rows[1].startswith("error HTTP 429"), rows
+        assert "stand-in says 429" not in " ".join(rows) and rows[-2].endswith("…"), rows  # cut, and says so
+        assert "stand-in says 429" in str(tier.tooltip), tier.tooltip
+        await pilot.press("left")  # an answered turn: no tooltip left behind
+        await settle(pilot)
+        assert tier.tooltip is None
