@@ -37,9 +37,9 @@ from engine.probe.client import (
     ProbeError,
     ProbeTimeout,
     ProtocolMismatch,
-    _FrameReader,
     list_agents,
 )
+from engine.probe.frame_reader import _FrameReader
 from engine.probe.runtime_dir import default_runtime_dir, ensure_runtime_dir, socket_path
 from engine.probe.server import (
     CLIENT_FRAME_LIMIT,

@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 
-from engine.probe.client import ProbeClient, _FrameReader
+from engine.probe.client import ProbeClient
 from engine.probe.client_state import HIGH_WATER
+from engine.probe.frame_reader import _FrameReader
 from engine.probe.loop import COALESCE, FLUSH_MAX, JOIN_SLACK
 from engine.probe.server import ProbeServer
 from engine.recording.frames import decode_frames, encode_frame

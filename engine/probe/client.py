@@ -29,6 +29,7 @@ from engine.probe.discover import (
     list_agents,
     other_users_agents,
 )
+from engine.probe.frame_reader import _FrameReader
 from engine.probe.handshake import BASE_PROTOCOL, FOLD_PROTOCOL, PROTOCOLS
 from engine.probe.poll import PollInterval
 from engine.probe.readable import readable
@@ -49,14 +50,7 @@ from engine.probe.runtime_dir import (
     socket_path,
 )
 from engine.probe.server import PROTOCOL_VERSION
-from engine.recording.frames import (
-    HEADER_SIZE,
-    MAX_FRAME_BYTES,
-    FrameError,
-    decode_header,
-    decode_payload,
-    encode_frame,
-)
+from engine.recording.frames import FrameError, encode_frame
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -74,37 +68,6 @@ __all__ = [
 ]
 
 _RECV_CHUNK = 256 * 1024
-
-
-class _FrameReader:
-    """Incremental frame decoder over a byte stream (no re-copying of the unread tail per frame)."""
-
-    def __init__(self, limit: int = MAX_FRAME_BYTES, checked: bool = True) -> None:
-        self._buf = bytearray()
-        self._pos = 0
-        self._limit = limit
-        self._checked = checked  # False: crc32s not checked (a shared-memory ring's: see ring, "Checksums")
-        self.offset = 0  # stream position of _buf[0], for error messages
-
-    def feed(self, data: bytes) -> None:
-        if self._pos and self._pos * 2 >= len(self._buf):
-            del self._buf[: self._pos]
-            self.offset += self._pos
-            self._pos = 0
-        self._buf += data
-
-    def next(self) -> dict[str, Any] | None:
-        avail = len(self._buf) - self._pos
-        if avail < HEADER_SIZE:
-            return None
-        at = self.offset + self._pos
-        length, crc = decode_header(bytes(self._buf[self._pos : self._pos + HEADER_SIZE]), at, self._limit)
-        end = self._pos + HEADER_SIZE + length
-        if end > len(self._buf):
-            return None
-        frame = decode_payload(bytes(self._buf[self._pos + HEADER_SIZE : end]), crc, at, checked=self._checked)
-        self._pos = end
-        return frame
 
 
 def _error_from_frame(frame: dict[str, Any], pid: int) -> ProbeError:
