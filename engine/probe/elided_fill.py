@@ -4,7 +4,7 @@ the agent goes, none of the elided kinds, each event with its journal position, 
 and for a fold client every event but the turns' traces it rebuilds itself (`_fill_fold`).
 
 A mixin of the ProbeServer's queues (queues.ClientQueues), run by the I/O thread's fill (and through
-a ring client's fill, queues._fill_ring); the agent's publish never calls it.
+a ring client's fill, client_rings._fill_ring); the agent's publish never calls it.
 """
 
 from __future__ import annotations

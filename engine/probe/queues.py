@@ -1,8 +1,9 @@
 """The server's queues: the shared ring and each client's fill from its cursors, by the stream it
 asked for (plain, lean, elided, fold; a ring of its own). Beside them: the client's own state
 (`client_state.Client`), the snapshot's shared chunks (`snapshot_chunks`), the step past a snapshot's
-tail (`snapshot_tail`), the answers to fetches (`fetch_answers`) and the elided and fold streams' live
-fill (`elided_fill`): the last four are mixins of `ClientQueues`.
+tail (`snapshot_tail`), the answers to fetches (`fetch_answers`), the elided and fold streams' live
+fill (`elided_fill`), a client's own ring (`client_rings`) and closing a client (`client_close`): the
+last six are mixins of `ClientQueues`.
 
 `publish` (in `server`) appends to `_pending`; the I/O thread moves events into the ring, and each
 client reads the ring from its own cursor into a bounded output buffer. A client more than
@@ -24,8 +25,6 @@ from __future__ import annotations
 
 import logging
 import selectors
-import socket
-import time
 import zlib
 from collections import deque
 from itertools import repeat
@@ -34,6 +33,8 @@ from typing import Any
 
 import msgpack
 
+from engine.probe.client_close import ClientClose
+from engine.probe.client_rings import ClientRings
 from engine.probe.client_state import BATCH_EVENTS, HIGH_WATER, Client, ClientStats
 from engine.probe.elide import (
     ELIDED_KINDS,
@@ -41,7 +42,6 @@ from engine.probe.elide import (
     FOLD_DEFER_KINDS,
 )
 from engine.probe.elided_fill import ElidedFill
-from engine.probe.endpoint import close_quietly
 from engine.probe.fetch_answers import FetchAnswers
 from engine.probe.lean import LAST_TURN_SCAN, is_turn, summary_event
 from engine.probe.redact import redact_event
@@ -55,15 +55,11 @@ log = logging.getLogger("contextpipe.probe")
 # Bytes one client may be sent in one pass of the I/O loop, so one fast reader of a long snapshot
 # cannot hold the loop (and close()) for seconds; the loop comes straight back for the rest.
 PUMP_BUDGET = 1024 * 1024
-# How long an error frame may take to reach a client before its connection is cut anyway.
-CLOSE_GRACE = 2.0
-# Clients given a shared-memory ring (see ring) at most: RING_SIZE each; the rest keep the socket.
-MAX_RINGS = 4
 _MISSING: Any = object()
 
 
 
-class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers, ElidedFill):
+class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers, ElidedFill, ClientRings, ClientClose):
     """The server's queues and clients. Everything but `publish`'s append runs on the I/O thread, or on
     the agent's thread while it holds the pass lock (see agent_send)."""
 
@@ -489,69 +485,6 @@ class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers, ElidedFill):
             self._append_run(c, run, cache, (start, head, newest), seq, owed)
         c.cursor = seq
 
-    def _fill_ring(self, c: Client, ring: RingWriter) -> None:
-        """The live frames of a client that reads them from a ring (see ring): the same frames as on its
-        socket, copied into the ring instead of its socket buffer (which keeps what it asked for: fetch
-        answers, pongs), up to PUMP_BUDGET bytes a pass (the loop comes back for more). Nothing waits:
-        a ring takes every write, and a reader that fell behind finds out for itself."""
-        sock_buf = c.outbuf
-        live = c.outbuf = bytearray()
-        written = 0
-        try:
-            while True:
-                cursor = c.cursor
-                self._fill_elided(c)
-                if live:
-                    ring.write(live)
-                    written += len(live)
-                    del live[:]
-                if c.cursor == cursor or c.cursor >= self._head:
-                    break
-                if written >= ring.size // 4:  # a reader that looks less often than this would lose them
-                    self._more = True
-                    break
-        finally:
-            c.outbuf = sock_buf
-
-    def _offer_ring(self, c: Client) -> None:
-        """Hand a client that asked for a ring (see ring) its memfd, in a `ring` frame on the socket, once
-        nothing else waits to go before it there (its snapshot sent): live frames go to the ring from
-        then on. If none can be made (no memfd, MAX_RINGS in use), it keeps the socket."""
-        c.ring_asked = False
-        if self._nrings >= MAX_RINGS:
-            return
-        try:
-            ring = RingWriter()
-        except Exception as exc:
-            log.warning("probe could not make a ring for a client, it keeps the socket: %s", exc)
-            return
-        # Only a fold client is told that the agent marks what it holds back (see ring, "Held events"):
-        # the marks are stored for the rings in _held_rings, one store a held event.
-        frame = encode_frame({"k": "ring", "size": ring.size, "held": c.fold})
-        try:
-            n = socket.send_fds(c.sock, [frame], [ring.fd])  # type: ignore[list-item]
-        except (BlockingIOError, InterruptedError):
-            ring.close()
-            # Its socket buffer is full (the snapshot just sent, not yet read): again once the socket
-            # takes more (the pump on writability ends here). Left to "a later pass", the offer waited
-            # for one that a paced agent never causes: its thread sent the client's turns on the socket
-            # itself (nothing owed, no ring), each a send() (in bench_probe, one reader in three attached
-            # in turn to one agent went without its ring for its whole block).
-            c.ring_asked = True
-            self._want_write(c, True)
-            return
-        except OSError:
-            ring.close()
-            return
-        ring.release_fd()  # the client has its own descriptor now; the mapping stays
-        c.ring = ring
-        self._nrings += 1
-        if c.fold:
-            self._held_rings = (*self._held_rings, ring)
-        if n < len(frame):  # the descriptor went with the first byte; the rest of the frame follows
-            c.outbuf += frame[n:]
-            self._want_write(c, True)
-
     def _append_run(
         self,
         c: Client,
@@ -606,84 +539,3 @@ class ClientQueues(SnapshotTail, SnapshotChunks, FetchAnswers, ElidedFill):
 
     def _hello_frame(self, snapshot_len: int, turns: int, tap_errors: int = 0) -> dict[str, Any]:  # Handshake's
         raise NotImplementedError
-
-    def _fail(self, c: Client, code: str, message: str, **extra: Any) -> None:
-        """Queue an error frame, stop streaming and reading, close once it is sent (or CLOSE_GRACE passes)."""
-        if c.closing_deadline is not None:
-            return
-        if c.hello_due is not None:
-            # The hello first, as ever (a client compares the protocol versions itself from it), with
-            # no snapshot: what it sent first was wrong.
-            c.hello_due = None
-            c.outbuf += encode_frame(self._hello_frame(0, *c.hello_counts))
-        c.snap_src = None
-        c.chunk = None
-        c.outbuf += encode_frame({"k": "error", "code": code, "message": message, **extra})
-        c.closing_deadline = time.monotonic() + CLOSE_GRACE
-        c.inbuf = bytearray()
-        # Stop reading it: whatever else it sends is ignored, and must not wake the loop.
-        sel = self._sel
-        if sel is not None:
-            c.want_write = True
-            try:
-                sel.modify(c.sock, selectors.EVENT_WRITE, c)
-            except (KeyError, ValueError, OSError):
-                self._drop(c)
-                return
-        self._pump(c)
-
-    def _expire_closing(self) -> None:
-        now = time.monotonic()
-        for c in list(self._clients.values()):
-            if c.closing_deadline is not None and now >= c.closing_deadline:
-                self._drop(c)
-
-    def _drop(self, c: Client) -> None:
-        if self._clients.pop(c.fd, None) is None:
-            return
-        if self._sel is not None:
-            try:
-                self._sel.unregister(c.sock)
-            except (KeyError, ValueError, OSError):
-                pass
-        close_quietly(c.sock)
-        if c.tracing:
-            c.tracing = False
-            self._ntracing -= 1
-        # Free everything at once (a closed client must not pin the journal or its buffers).
-        c.snap_src = None
-        c.chunk = None
-        if c.skip_hold is not None:
-            c.skip_hold = None
-            self._windows -= 1
-        c.skip_ids = frozenset()
-        c.outbuf = bytearray()
-        c.inbuf = bytearray()
-        if c.follows:
-            c.follows = False
-            self._nfollowers -= 1
-        if c.ring is not None:
-            self._held_rings = tuple(r for r in self._held_rings if r is not c.ring)
-            c.ring.close()
-            c.ring = None
-            self._nrings -= 1
-        if not c.attached:
-            return  # (never counted: it failed or left before its hello, see handshake._attach)
-        self._nclients -= 1
-        if c.lean:
-            self._nlean -= 1
-        if c.quiet:
-            self._nquiet -= 1
-        if c.fold:
-            self._nfold -= 1
-            self._fold_changed()
-        self.bracket = self._nclients > self._nquiet
-        if self._nclients == 0:
-            # Nobody reads: release the event references the ring and the queue hold.
-            self._pending.clear()
-            self._loud = False  # (what made it True is gone with them)
-            self._ring = [None] * self._cap
-            self._released = self._head
-            self._enc_cache.clear()
-            # The last few snapshot chunks stay (a bounded cache, not per-client state): the next
-            # client, or a connect/close churn, would otherwise encode the start of the journal again.
