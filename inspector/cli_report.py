@@ -99,7 +99,7 @@ def _why(path: Path, exc: Exception) -> str:
     if isinstance(exc, ContextPipeError):
         hint = trajectory_hint(path)  # a trajectory where a recording goes: say to import it
         if hint is not None:
-            return hint.removeprefix(f"{path} ")
+            return "it " + hint.removeprefix(f"{path} ")  # ("skipped P: it is JSON, not ...")
         # A RecordingError names the file ("P: ...", "P is empty: ...", "P is not a cpsession recording"):
         # _skip names it once ("skipped P: P is empty" said it twice).
         text = str(exc)
