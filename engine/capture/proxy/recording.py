@@ -35,7 +35,15 @@ from engine.capture.proxy.recorder_sessions import (
     MAX_SERVED,
     log,
 )
-from engine.capture.proxy.retries import RETRIES_KEY, Held, attempts_note, holds, retried_event
+from engine.capture.proxy.retries import (
+    RETRIES_KEY,
+    Held,
+    attempts_note,
+    chains,
+    holds,
+    moved_on,
+    retried_event,
+)
 from engine.capture.proxy.routes import session_key
 from engine.capture.proxy.sse import REASSEMBLERS
 from engine.capture.tap_call import cut_short
@@ -178,20 +186,39 @@ class Recorder(RecorderBackground):
             info, tap, placed = self._place(key, wire, body)
         background = wire == "openai-responses" and body.get("background") is True
         outcome = None if background else self._response(ex, wire, body.get("stream") is True)
-        held: list[Held] = tap.held
-        retry = bool(held) and outcome is not None and held[-1].retried_by(ex, body)
-        if held and not retry:  # another request: nobody sent the held attempt again
-            self._release(info, tap)
+        # The attempts this request sends again (none for a background call: its outcome comes later),
+        # held here or, when a concurrent call was journaled first and the lineage filed it elsewhere (a
+        # branch of its own), in another session: they go with it
+        chain = self._retried(ex, body, info, tap) if outcome is not None else []
+        for gone in chains(tap.held):
+            if gone[0] not in chain and moved_on(gone[-1], body):  # (Held compares by identity)
+                self._release(info, tap, gone)  # the agent went on from it: nobody sends it again
         if outcome is not None and holds(ex, *outcome):
-            # A failed attempt an SDK retries: the next request says whether it was (retries.py)
+            # A failed attempt an SDK retries: a later request says whether it was (retries.py)
             tap.held.append(Held(ex, wire, body, key, placed, tap.parsed, outcome[0], str(outcome[1])))
             tap.parsed = None
             self._holding[info.number] = (info, tap)
             return
-        attempts = attempts_note(tap.held)
-        tap.held = []
-        self._holding.pop(info.number, None)
-        self._file(ex, wire, body, key, info, tap, placed, outcome, attempts)
+        self._drop_held(info, tap, chain)
+        self._file(ex, wire, body, key, info, tap, placed, outcome, attempts_note(chain))
+
+    def _retried(self, ex: Exchange, body: dict[str, Any], info: SessionInfo, tap: ProxyTap) -> list[Held]:
+        """The held attempts `ex` sends again, oldest first, moved to `tap` (its session) if held in
+        another; [] when it is no retry."""
+        for other_info, other in [(info, tap), *self._holding.values()]:
+            for chain in chains(other.held):
+                if chain[-1].retried_by(ex, body):
+                    if other is not tap:
+                        self._drop_held(other_info, other, chain)
+                        tap.held.extend(chain)
+                    return chain
+        return []
+
+    def _drop_held(self, info: SessionInfo, tap: ProxyTap, chain: list[Held]) -> None:
+        """Take `chain` out of what `tap` holds (journaled, or moved to another session)."""
+        tap.held = [h for h in tap.held if all(h is not c for c in chain)]
+        if not tap.held:
+            self._holding.pop(info.number, None)
 
     def _file(
         self,
@@ -217,20 +244,19 @@ class Recorder(RecorderBackground):
             msgs, chain = placed
             self.lineage.journaled(info.number, key, turn, msgs, chain, tap.fed, tap.reply_fed)
 
-    def _release(self, info: SessionInfo, tap: ProxyTap) -> None:
-        """Nobody sent the held attempts again: the last one is the failed turn it is, the ones before it
-        its retries (the parse of the request being filed now, if any, is set aside meanwhile)."""
-        held: list[Held] = tap.held
-        tap.held = []
-        self._holding.pop(info.number, None)
-        if not held:
+    def _release(self, info: SessionInfo, tap: ProxyTap, chain: list[Held]) -> None:
+        """Nobody sent the held attempts of one call (`chain`, oldest first) again: the last one is the
+        failed turn it is, the ones before it its retries (the parse of the request being filed now, if
+        any, is set aside meanwhile)."""
+        self._drop_held(info, tap, chain)
+        if not chain:
             return
-        last, saved = held[-1], tap.parsed
+        last, saved = chain[-1], tap.parsed
         tap.parsed = last.parsed
         try:
             self._file(
                 last.ex, last.wire, last.body, last.key, info, tap, last.placed,
-                (last.response, last.problem), attempts_note(held[:-1]),
+                (last.response, last.problem), attempts_note(chain[:-1]),
             )
         finally:
             tap.parsed = saved
@@ -239,19 +265,20 @@ class Recorder(RecorderBackground):
         """Release the held attempts whose wait for a retry ran out (`every`: all of them, at close)."""
         now = time.time()
         for info, tap in list(self._holding.values()):
-            if tap.held and (every or tap.held[-1].deadline <= now):
-                try:
-                    self._release(info, tap)
-                except Exception as exc:  # as _run's: the recorder outlives one bad exchange
-                    self.skipped.append(f"{type(exc).__name__}: {exc}")
-                    log.warning("proxy recorder: %s: %s", type(exc).__name__, exc)
+            for chain in chains(tap.held):
+                if every or chain[-1].deadline <= now:
+                    try:
+                        self._release(info, tap, chain)
+                    except Exception as exc:  # as _run's: the recorder outlives one bad exchange
+                        self.skipped.append(f"{type(exc).__name__}: {exc}")
+                        log.warning("proxy recorder: %s: %s", type(exc).__name__, exc)
 
     def _wake_in(self) -> float:
         """How long the worker may sleep: to the next park check, or the first held attempt's deadline."""
         wait = self.idle_park / 2
         for _info, tap in self._holding.values():
-            if tap.held:
-                wait = min(wait, tap.held[-1].deadline - time.time())
+            for chain in chains(tap.held):
+                wait = min(wait, chain[-1].deadline - time.time())
         return max(0.05, wait)
 
     def _place(

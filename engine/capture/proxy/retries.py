@@ -17,6 +17,16 @@ each: status, error, when); any other request, the hold running out (`deadline`)
 means nobody retried it, and the last attempt is journaled as the failed turn it is (with the attempts
 before it, if any, as its retries). A failure that was billed (a stream cut after its usage came) is
 never held: it is a turn the provider charged for.
+
+An agent can make calls at once in one conversation (a fan-out over the same history, a sub-call beside
+the main one): while an SDK waits out its backoff, the other calls finish and reach the recorder first.
+So a request releases a held attempt only when it went on from it (`moved_on`: its conversation opens
+with the held request's: the next step, or the same messages to another model); one beside it (the same
+history, another last message) says nothing of the retry, and the held attempts of several calls wait
+side by side, each for its own (`chains`). The retry itself is the same request, wherever the lineage
+files it (a concurrent call journaled first can make it a branch of its own): its attempts go with it.
+A call given up for a request that does not open with it is journaled once its wait runs out (after the
+turns journaled meanwhile).
 """
 
 from __future__ import annotations
@@ -81,7 +91,7 @@ def _wait_s(retry_after: str, now: float) -> float:
     return max(0.0, float(email.utils.mktime_tz(when)) - now)
 
 
-@dataclass
+@dataclass(eq=False)  # (compared by identity: two attempts of one request hold equal fields)
 class Held:
     """A failed attempt waiting for the next request of its session: the exchange, what the recorder
     worked out for it (its wire format, body, session key, lineage placement and parse), its outcome."""
@@ -119,6 +129,39 @@ class Held:
         if self.ex.retry_count is not None:
             out["sdk_retry_count"] = self.ex.retry_count  # the SDK's own count (agent re-sends restart at 0)
         return out
+
+
+def _conversation(body: dict[str, Any]) -> list[Any] | None:
+    """A request's messages as sent (Chat's and Anthropic's `messages`, the Responses API's `input`)."""
+    msgs = body.get("messages", body.get("input"))
+    if isinstance(msgs, str):
+        return [msgs]
+    return msgs if isinstance(msgs, list) else None
+
+
+def moved_on(held: Held, body: dict[str, Any]) -> bool:
+    """Whether a request other than `held`'s retry (its parsed body `body`) says nobody is sending `held`
+    again: it opens with the held request's messages (the agent went on from that history, or sent the
+    same to another model). A request beside it (a concurrent call over the same history with another
+    last message) says nothing of its retry; one neither side can be read as messages does, as before."""
+    old, new = _conversation(held.body), _conversation(body)
+    if old is None or new is None:
+        return True
+    return new[: len(old)] == old
+
+
+def chains(held: list[Held]) -> list[list[Held]]:
+    """The held attempts by request, in the order each request was first sent: each list the attempts
+    of one call, oldest first (concurrent calls of a session can wait for their retries side by side)."""
+    out: list[list[Held]] = []
+    for h in held:
+        for chain in out:
+            if chain[0].retried_by(h.ex, h.body):
+                chain.append(h)
+                break
+        else:
+            out.append([h])
+    return out
 
 
 def attempts_note(held: list[Held]) -> list[dict[str, Any]]:
