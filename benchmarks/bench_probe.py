@@ -566,15 +566,22 @@ src.close()
 """
 
 
-def attach_fold_reader(server: ProbeServer) -> subprocess.Popen[str]:
-    """The live source on the fold stream in its own process (see FOLD_READER), attached and past its
-    snapshot, as attach_reader's readers are."""
+def _start_reader(script: str, server: ProbeServer) -> subprocess.Popen[str]:
+    """`script` (FOLD_READER, FOLLOW_READER) run in its own process on this tree, given this process and
+    the server's session, once it says it is attached."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [str(os.getpid())] + ([str(server.session)] if server.session is not None else [])
     reader = subprocess.Popen(
-        [sys.executable, "-c", FOLD_READER, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", script, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     )
     assert read_line(reader, server) == "ATTACHED"
+    return reader
+
+
+def attach_fold_reader(server: ProbeServer) -> subprocess.Popen[str]:
+    """The live source on the fold stream in its own process (see FOLD_READER), attached and past its
+    snapshot, as attach_reader's readers are."""
+    reader = _start_reader(FOLD_READER, server)
     wait_for(lambda: server.client_count == 1)
     wait_for(lambda: all(s.snapshot_pending == 0 and s.buffered_bytes == 0 for s in server.stats()), 120)
     return reader
@@ -603,12 +610,7 @@ src.close()
 def attach_follow_reader(server: ProbeServer) -> subprocess.Popen[str]:
     """The recording follower in its own process (see FOLLOW_READER), attached."""
     assert server.follow_recording, "--twin followreader / followvsfold need --recording (both twins record)"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [str(os.getpid())] + ([str(server.session)] if server.session is not None else [])
-    reader = subprocess.Popen(
-        [sys.executable, "-c", FOLLOW_READER, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-    )
-    assert read_line(reader, server) == "ATTACHED"
+    reader = _start_reader(FOLLOW_READER, server)
     wait_for(lambda: server._nfollowers == 1)
     return reader
 
@@ -986,7 +988,7 @@ def floor_publish(server: ProbeServer) -> Callable[..., None]:
     `_fold_now`'s checks and no pass lock (safe only while nothing else runs the probe: in this benchmark
     the I/O thread sleeps through the timed turns). Anything else, or with the client not named, goes to
     the real publish()."""
-    from engine.probe.agent_send import _CLOSE
+    from engine.probe.fold_send import _CLOSE
 
     general = ProbeServer.publish
     pending = server._pending
@@ -2154,6 +2156,7 @@ def publish_split(args: argparse.Namespace) -> None:
     (`HEADER.pack`), taking the waiting events (`_take_pending`) and the ring's write (`write_frame`);
     the rest of `_ring_now`'s own time is its checks, the pass lock and the bookkeeping."""
     import engine.probe.agent_send as agent_send
+    import engine.probe.fold_send as fold_send
     from engine.probe.ring import RingWriter
 
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
@@ -2226,8 +2229,8 @@ def publish_split(args: argparse.Namespace) -> None:
                 server.mark_gap = 0.0
             if reader is not None:
                 agent_send.pack_payload_fast = piece("encode (pack_payload_fast)", real[0])  # type: ignore[assignment]
-                if not header:
-                    agent_send.HEADER = _Header(real[1])  # type: ignore[assignment]
+                if not header:  # (read by _ring_now, and by _fold_now in its own module)
+                    agent_send.HEADER = fold_send.HEADER = _Header(real[1])  # type: ignore[assignment]
                 RingWriter.write_frame = piece("ring write (write_frame)", real[2])  # type: ignore[method-assign]
                 server._take_pending = piece("take (_take_pending)", server._take_pending)  # type: ignore[method-assign]
                 server._ring_now = piece("_ring_now, all of it", server._ring_now)  # type: ignore[method-assign]
@@ -2256,6 +2259,7 @@ def publish_split(args: argparse.Namespace) -> None:
             server.header_struct = False
             if reader is not None:
                 agent_send.pack_payload_fast, agent_send.HEADER, RingWriter.write_frame = real  # type: ignore[assignment, method-assign]
+                fold_send.HEADER = real[1]
                 del server._take_pending, server._ring_now, server._fold_now  # type: ignore[method-assign]
                 if fast is not None:
                     server._fold_pack = fast

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from engine.probe import agent_send
-from engine.probe.agent_send import AGENT_WINDOW, AGENT_WINDOW_SENDS
+from engine.probe import agent_send, fold_send
+from engine.probe.agent_limits import AGENT_WINDOW, AGENT_WINDOW_SENDS
 from engine.probe.client import ProbeClient
 from engine.probe.client_state import HIGH_WATER
 from engine.probe.elide import ELIDED_KINDS
@@ -292,7 +292,9 @@ def test_turns_back_to_back_go_to_the_io_threads_bursts(monkeypatch: pytest.Monk
     back to back, and the I/O thread's bursts send many of them in one pass for less. Every event
     still arrives, in order. (A quiet client's turn is one flush that sends, four for one told where
     the journal ends.)"""
-    monkeypatch.setattr(agent_send, "AGENT_WINDOW", 3600.0)  # one window for the whole test, however slow
+    # One window for the whole test, however slow (read by agent_send, and by fold_send's straight path).
+    monkeypatch.setattr(agent_send, "AGENT_WINDOW", 3600.0)
+    monkeypatch.setattr(fold_send, "AGENT_WINDOW", 3600.0)
     pipe = serving_pipeline(monkeypatch, rtdir, window=200_000)
     probe = pipe.probe
     turns = 20 if quiet else 10

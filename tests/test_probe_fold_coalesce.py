@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.probe.agent_send import FOLD_COALESCE
+from engine.probe.fold_send import FOLD_COALESCE
 from tests.support.fold_stream import assert_shown_as_sent, fold_stream
 from tests.test_probe_fold import _kinds, _turn
 

@@ -125,7 +125,7 @@ def test_a_long_model_call_wakes_no_probe_thread(rtdir: Path) -> None:
     each call go out before it (the agent learned from the first call how long its calls take), so the
     inspector has nothing held back to ask for while it waits. Before: the I/O thread woke to answer
     the inspector's ask once a turn (~360 us of its CPU). The inspector's journal is the agent's."""
-    from engine.probe.agent_send import LONG_WAIT
+    from engine.probe.fold_send import LONG_WAIT
 
     pipe = _pipeline(rtdir)
     wait = max(GAP, LONG_WAIT + 0.1)  # a model call longer than the idle and than LONG_WAIT
@@ -155,7 +155,7 @@ def test_a_long_tool_run_wakes_no_probe_thread(rtdir: Path) -> None:
     each run (the agent learned from the first run how long its tools take), so the inspector has
     nothing held back to ask for meanwhile, and shows the reply at once. Before: the I/O thread woke to
     answer the inspector's ask once a turn."""
-    from engine.probe.agent_send import LONG_WAIT
+    from engine.probe.fold_send import LONG_WAIT
 
     pipe = _pipeline(rtdir)
     run = max(GAP, LONG_WAIT + 0.1)  # a tool run longer than the idle and than LONG_WAIT
@@ -185,7 +185,7 @@ def test_a_pause_after_the_tool_results_sends_the_reply_with_the_turn(rtdir: Pat
     else): the reply is not sent on its own (a tool run is timed from the reply to the tools' first
     result, not from the outcome to the next request), so a turn is still one send on the agent's
     thread. Timed from the outcome, the pause made every reply a send of its own (two a turn)."""
-    from engine.probe.agent_send import LONG_WAIT
+    from engine.probe.fold_send import LONG_WAIT
 
     pipe = _pipeline(rtdir)
     probe = pipe.probe

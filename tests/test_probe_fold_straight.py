@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from engine.probe.agent_send import AGENT_WINDOW
+from engine.probe.agent_limits import AGENT_WINDOW
 from tests.support.fold_stream import assert_shown_as_sent, fold_stream, traced_turn_publishes, wait_until
 from tests.test_probe_fold import _kinds, _turn
 

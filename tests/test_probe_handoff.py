@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from engine.probe.agent_send import AGENT_WINDOW
+from engine.probe.agent_limits import AGENT_WINDOW
 from engine.probe.client import ProbeClient
 from engine.probe.loop import MAX_LATENCY
 from engine.probe.server import ProbeServer

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.probe.agent_send import TURN_GAP
+from engine.probe.agent_limits import TURN_GAP
 from engine.probe.loop import MAX_LATENCY
 from tests.support.fold_stream import assert_shown_as_sent, fold_stream, wait_until
 from tests.test_probe_fold import _turn

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from engine.probe.agent_send import AGENT_WINDOW
+from engine.probe.agent_limits import AGENT_WINDOW
 from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS, RANGE_MAX
 from engine.probe.poll import POLL_MAX, POLL_MIN, PollInterval

@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.probe import handshake, ring
-from engine.probe.agent_send import AGENT_WINDOW
+from engine.probe.agent_limits import AGENT_WINDOW
 from engine.probe.client import ProbeClient
 from engine.probe.elide import ELIDED_KINDS
 from engine.probe.ring import RING_HEADER, RING_MAGIC, RingOverrun, RingReader, RingWriter, rings_supported

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from engine.probe import ring
-from engine.probe.agent_send import AGENT_WINDOW
+from engine.probe.agent_limits import AGENT_WINDOW
 from engine.probe.ring import RING_HEADER
 from engine.probe.server import ProbeServer
 from engine.recording.frames import HEADER, decode_frames

@@ -101,17 +101,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.probe.agent_send import (
-    _CLOSE,
-    DEFER_EVENTS,
-    HOLD_MAX,
-    LONG_WAIT,
-    OUTCOME_KINDS,
-    TURN_GAP,
-)
+from engine.probe.agent_limits import DEFER_EVENTS, HOLD_MAX, TURN_GAP
 from engine.probe.client_state import HIGH_WATER, ClientStats
 from engine.probe.elide import ELIDED_STAND_IN
 from engine.probe.endpoint import bind_listener, unlink_if_ours
+from engine.probe.fold_send import _CLOSE, LONG_WAIT, OUTCOME_KINDS
 from engine.probe.handoff import Handoff
 from engine.probe.handshake import CLIENT_FRAME_LIMIT, PROTOCOL_VERSION
 from engine.probe.loop import FLUSH_MAX, JOIN_SLACK
