@@ -43,6 +43,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+from engine.capture import tap_retries
 from engine.capture.tap_call import cut_short
 from engine.capture.tap_request import server_of
 from engine.capture.tap_session import Tap, TapCall, TapError, TapStats, gave_up
@@ -264,11 +265,15 @@ def _wrap_create(resource: Any, t: Tap, is_async: bool, stream_wire: str, name: 
 
         async def acreate(*args: Any, **kwargs: Any) -> Any:
             call = site.start(kwargs)
+            token = tap_retries.running(call.tries) if call is not None else None
             try:
                 resp = await original(*args, **kwargs)
             except BaseException as exc:  # a cancellation too (a task's, asyncio.wait_for's timeout)
                 site.error(exc, call)
                 raise
+            finally:
+                if token is not None:
+                    tap_retries.done(token)
             return await site.aobserve(resp, kwargs, call)
 
         setattr(resource, name, acreate)
@@ -276,11 +281,16 @@ def _wrap_create(resource: Any, t: Tap, is_async: bool, stream_wire: str, name: 
 
         def create(*args: Any, **kwargs: Any) -> Any:
             call = site.start(kwargs)
+            # (the SDK's attempts of this call, each HTTP request it sends: tap_retries)
+            token = tap_retries.running(call.tries) if call is not None else None
             try:
                 resp = original(*args, **kwargs)
             except BaseException as exc:  # an interrupt too (Ctrl-C while the call waits)
                 site.error(exc, call)
                 raise
+            finally:
+                if token is not None:
+                    tap_retries.done(token)
             return site.observe(resp, kwargs, call)
 
         setattr(resource, name, create)
@@ -322,11 +332,15 @@ class _TappedStreamManager:
         t.end(self._call, problem=cut_short(problem, partial))
 
     def __enter__(self) -> Any:
+        token = tap_retries.running(self._call.tries) if self._call is not None else None
         try:
-            self._stream = self._inner.__enter__()
+            self._stream = self._inner.__enter__()  # (the request is sent here, retried by the SDK)
         except BaseException as exc:
             self._t.end(self._call, problem=gave_up(exc))
             raise
+        finally:
+            if token is not None:
+                tap_retries.done(token)
         return self._stream
 
     def __exit__(self, *exc: Any) -> Any:
@@ -336,11 +350,15 @@ class _TappedStreamManager:
             self._finish(exc[1])
 
     async def __aenter__(self) -> Any:
+        token = tap_retries.running(self._call.tries) if self._call is not None else None
         try:
             self._stream = await self._inner.__aenter__()
         except BaseException as exc:
             self._t.end(self._call, problem=gave_up(exc))
             raise
+        finally:
+            if token is not None:
+                tap_retries.done(token)
         return self._stream
 
     async def __aexit__(self, *exc: Any) -> Any:
@@ -439,6 +457,8 @@ def tap(
             f"tap() expects an anthropic.Anthropic or openai.OpenAI client (sync or async), "
             f"got {type(client).__name__}"
         )
+    # Each HTTP attempt of a call (the SDK retries a 429, 529 or 5xx itself, inside create())
+    tap_retries.hook(client, is_async)
     try:  # both SDKs keep it as an httpx.URL
         t.server = server_of(getattr(client, "base_url", None))
     except Exception:  # an SDK without it: the spans go without server.address

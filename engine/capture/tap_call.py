@@ -26,6 +26,7 @@ class TapStats:
     last_error: str | None = None
     streams_without_usage: int = 0  # streams that ended without usage (chat without include_usage)
     unobserved: int = 0  # responses the tap could not see (with_streaming_response, raw streams)
+    retried: int = 0  # failed attempts the SDK sent again, on the turn of the call (tap_retries)
     notes: list[str] = field(default_factory=list)
 
 
@@ -53,6 +54,9 @@ class TapCall:
     # dropped: its request could not be journaled (the tap error is counted), so neither is its outcome
     state: str = "waiting"
     conversation: int = 1  # which of the tap's conversations its turn is in (Tap._route)
+    # Each HTTP attempt the SDK sent for it (engine.capture.tap_retries): the last is the call's own,
+    # the ones before it failed and were retried by the SDK
+    tries: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from engine.capture.proxy.retries import RETRIES_KEY, retried_event
 from engine.capture.tap_call import CutShort, TapCall, TapError, _caller
+from engine.capture.tap_retries import attempts_before
 from engine.capture.tap_steps import TapSteps
 from engine.capture.tap_streams import plain
 from engine.errors import ContextPipeError
@@ -109,10 +111,20 @@ class TapSequencing(TapSteps):
         kind, payload = c.outcome
         c.state = "done"
         self._enter_number(c.conversation)
+        if len(c.tries) > 1:  # the SDK retried it: the attempts before its last on the turn (tap_retries)
+            self.guard(self._retried, attempts_before(c.tries))
         # Stamped when the outcome came: a call held behind another's turn is journaled only when that
         # one ends, and its span (the OpenTelemetry export) ended there, after its own answer.
         with self.journal_at(c.ended_at):
             self.guard(self.after if kind == "after" else self.failed, payload)
+
+    def _retried(self, attempts: list[dict[str, Any]]) -> None:
+        """The failed attempts the SDK sent again before the open turn's call got its outcome: on its
+        trace (explain, the probe) and as the `retried` diag simulate's index reads, as the proxy has them."""
+        assert self.pipe is not None
+        self.stats.retried += len(attempts)
+        self.pipe.annotate(RETRIES_KEY, attempts)
+        self.pipe.journal.append(retried_event(self.pipe.turn - 1, attempts))  # (the open turn: the call's)
 
     def late(self, call: TapCall) -> None:
         """The outcome of a call whose turn is already closed: a `usage` (or `error`) event under the
