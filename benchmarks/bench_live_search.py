@@ -14,6 +14,12 @@ side, this process serving the journal by range, beside it), `--rounds` times; o
 `--ab DIR` (another tree, say /tmp/start48) each round runs the command from DIR and from this tree
 against the same agent, alternating which goes first, and says whether their outputs are the same.
 
+`--more M` times `/` then `f` as the attached inspector meets them: a scan of every turn received as the
+app's search opens it (content_search.stream_for, on the fold stream `attach` asks for), the agent goes on
+M turns, and the next scan reads them. Its figure is the inspector's CPU for those M turns: the follow
+thread's (its fold builds each turn for its trace) and the scan's, each its own thread's clock. Run it with
+PYTHONPATH=OTHER_TREE for the baseline.
+
 `--late-failure` times what a spill failure arriving mid-session costs the search: a scan of every turn
 received, then the agent goes on 10 turns, one of them a tool output over the spill threshold whose write
 fails (a full spill volume), and the next scan (timed) reads the turns that came. Its CPU is the figure; run
@@ -23,6 +29,7 @@ it with PYTHONPATH=OTHER_TREE for the baseline (the script runs against whicheve
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 3000 --rounds 3 --find
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 2000 --rounds 3 --find --ab /tmp/start48
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1500 --rounds 3 --late-failure
+    PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1000 --rounds 3 --more 200
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ def main() -> None:
     ap.add_argument("--find", action="store_true", help="time `cp-inspect find PID TEXT` (a child process)")
     ap.add_argument("--late-failure", action="store_true", help="time the scan after a spill failure arrives")
     ap.add_argument("--ab", type=Path, help="with --find: the command from this tree too, side by side")
+    ap.add_argument("--more", type=int, default=0, help="time `/`, then `f` after this many more turns")
     args = ap.parse_args()
     rt = Path(tempfile.mkdtemp(prefix="cpls"))
     os.environ["XDG_RUNTIME_DIR"] = str(rt)
@@ -55,7 +63,7 @@ def main() -> None:
     pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=True, spill=_FullVolume())
     pipe.identity("You are a careful coding agent.")
     pipe.user("Fix the failing test.")
-    if args.late_failure:  # every turn sent as it closes (none held for the next: this agent then waits)
+    if args.late_failure or args.more:  # every turn sent as it closes (none held for the next: this agent then waits)
         pipe.probe.fold_coalesce = 0.0
 
     def step(t: int, output: str = "") -> None:
@@ -75,6 +83,11 @@ def main() -> None:
     assert len(turns) == args.turns, len(turns)
     if args.late_failure:
         late_failure(src, step, args.turns, args.rounds)
+        src.close()
+        pipe.close()
+        return
+    if args.more:
+        more_turns(src, reader, step, args.turns, args.rounds, args.more)
         src.close()
         pipe.close()
         return
@@ -155,6 +168,46 @@ def late_failure(src: Any, step: Callable[..., None], turns: int, rounds: int) -
         f"late spill failure: {turns}+ turns scanned, 10 more with a failed spill write: the next scan CPU "
         f"{statistics.median(cpu):.3f} s (rounds {', '.join(f'{c:.3f}' for c in cpu)}), wall "
         f"{statistics.median(wall):.3f} s; load {os.getloadavg()[0]:.1f}"
+    )
+
+
+def more_turns(
+    src: Any, reader: threading.Thread, step: Callable[..., None], turns: int, rounds: int, more: int
+) -> None:
+    """Each round: `/` (a scan of every turn received, opened as the app opens it), `more` turns, then
+    `f` (the next scan): the follow thread's CPU while those turns arrive, and the scan's."""
+    from inspector.content_search import ContentScan
+
+    follow_clock = time.pthread_getcpuclockid(reader.ident or 0)
+    fold: list[float] = []
+    scans: list[float] = []
+    at = turns
+    for _ in range(rounds):
+        got = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
+        scan = ContentScan("query-text", src)
+        scan.open_for(src)
+        scan.scan_to(got, lambda: False)
+        f0 = time.clock_gettime(follow_clock)
+        for t in range(at, at + more):
+            step(t)
+        at += more
+        give_up = time.monotonic() + 300
+        while src._seen_turns < at - 1:
+            assert time.monotonic() < give_up, f"the turns never arrived ({src._seen_turns})"
+            time.sleep(0.02)
+        fold.append(time.clock_gettime(follow_clock) - f0)
+        got = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
+        c0 = time.thread_time()
+        scan.scan_to(got, lambda: False)
+        scans.append(time.thread_time() - c0)
+        assert scan.scanned == len(got) and scan.unreadable == 0
+        scan.close()
+    both = [a + b for a, b in zip(fold, scans, strict=True)]
+    print(
+        f"`/` at {turns}+ turns, then `f` after {more} more: follow thread {statistics.median(fold):.3f} s, "
+        f"the next scan {statistics.median(scans):.3f} s, together {statistics.median(both):.3f} s CPU "
+        f"({statistics.median(both) / more * 1e3:.2f} ms a turn; rounds {', '.join(f'{x:.3f}' for x in both)}); "
+        f"load {os.getloadavg()[0]:.1f}"
     )
 
 

@@ -13,7 +13,8 @@ it); a section whose text is the same as one already counted (same id, hash, for
 again. A recording is scanned in one pass of its own (`SentStream`: its journal folded and each request
 built in place, as `verify` does), so the scan neither moves the fold the app steps with nor pays a
 re-plan per turn; a live agent's journal as received the same way (`JournalStream`), going on from where
-it stopped as turns arrive; a new query goes on with the last one's stream, counting the turns it built
+it stopped as turns arrive (on the fold stream, those are the source's own fold's builds, handed over as
+it makes them: JournalStream.take_fold_builds); a new query goes on with the last one's stream, counting the turns it built
 from the items it kept (`_Indexed`). A match is within one section's text (a text split across two is not found). No textual here: the app runs it in a worker (inspector/search_runner.py) and
 `cp-inspect find` runs it in the foreground.
 """
@@ -75,7 +76,9 @@ def stream_for(source: Source) -> SentStream | JournalStream | None:
         and hasattr(source, "replayer")
         and isinstance(getattr(source, "events", None), list)
     ):
-        return JournalStream(source)
+        stream = JournalStream(source)
+        stream.take_fold_builds()
+        return stream
     return None
 
 
@@ -99,12 +102,24 @@ class _Indexed:
         self._last: dict[
             str, tuple[tuple[Any, ...], tuple[int, ...]]
         ] = {}  # section id -> its last items, numbers
+        # The same for the builds another fold hands in (`add`): its items are other objects than this
+        # stream's, and one table for both made each turn of either miss the other's prefix.
+        self._added_last: dict[str, tuple[tuple[Any, ...], tuple[int, ...]]] = {}
+        # `add` may run on another thread (a live source's fold) than the scan's worker: a turn is
+        # indexed under this lock (item numbers are handed out in order).
+        self._index_lock = threading.Lock()
 
     def build_of(self, turn: int) -> Built | None:
         raise NotImplementedError
 
     def close(self) -> None:
         """Let go of what the stream opened."""
+
+    def add(self, turn: int, built: Built) -> None:
+        """Turn `turn`'s build as another fold made it (a live source's own, `on_build`), indexed now:
+        the build is not kept, and the stream need not make it again."""
+        with self._index_lock:
+            self.turns[turn] = self._sections(built, self._added_last)
 
     def sections_of(self, turn: int) -> Sections | None:
         """Turn `turn`'s sections sent, as kept or built now (None: the stream cannot build it)."""
@@ -113,7 +128,8 @@ class _Indexed:
             built = self.build_of(turn)
             if built is None:
                 return None
-            got = self.turns[turn] = self._sections(built)
+            with self._index_lock:
+                got = self.turns[turn] = self._sections(built, self._last)
         return got
 
     def section_text(self, turn: int, section_id: str) -> str | None:
@@ -127,12 +143,11 @@ class _Indexed:
                 return items_text([kept[n] for n in nums])  # (one loop: an item at a time was ~3x)
         return None
 
-    def _sections(self, built: Built) -> Sections:
+    def _sections(self, built: Built, last: dict[str, tuple[tuple[Any, ...], tuple[int, ...]]]) -> Sections:
         from inspector.sources.replaying import item_text
 
         asm = {sec.id: sec for sec in built.asm}
         out: list[tuple[str, tuple[int, ...]]] = []
-        last = self._last
         for s in built.trace.get("sections", []):
             if s.get("form") == "dropped":
                 continue  # not in the request
@@ -215,10 +230,6 @@ class FoldIndex(_Indexed):
     (2,000 turns: 4,039 builds for 2,000 requests). A turn the fold did not build is read through the
     source, turn by turn (`build_of` builds nothing)."""
 
-    def add(self, turn: int, built: Built) -> None:
-        """The fold's build of turn `turn` (in journal order), indexed now: the build is not kept."""
-        self.turns[turn] = self._sections(built)
-
     def build_of(self, turn: int) -> Built | None:
         return None
 
@@ -252,6 +263,18 @@ class JournalStream(_Indexed):
         self.at = 0  # events of `source.events` folded
         self._request: dict[str, Any] | None = None  # the last request built, folded at the next read
         self.past = -1  # the newest turn built
+        self._hooked: Callable[[Callable[[int, Built], None] | None], None] | None = None
+
+    def take_fold_builds(self) -> None:
+        """A live source that folds the journal itself (LiveFoldStream.index_builds: the fold stream,
+        `attach`'s): the turns its fold builds from now on are indexed from its builds (`add`), not
+        built here a second time; the stream builds those it folded before (and any it could not build)
+        as ever. Each turn that arrived after the first `/` was built twice (1,000 turns: 0.7 ms a turn
+        for the fold and again for the search)."""
+        hook = getattr(self.source, "index_builds", None)
+        if callable(hook):
+            hook(self.add)
+            self._hooked = hook
 
     def reach(self, turn: int) -> None:
         """Before a scan to `turn`: the source holds its journal through it (fetching what it lacks), and
@@ -300,7 +323,10 @@ class JournalStream(_Indexed):
         return None
 
     def close(self) -> None:
-        """Nothing opened (the events are the source's)."""
+        """Nothing opened (the events are the source's); the source's fold no longer hands us its builds."""
+        if self._hooked is not None:
+            self._hooked(None)
+            self._hooked = None
 
 
 def count_in(text: str, needle: str) -> int:

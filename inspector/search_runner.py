@@ -7,7 +7,8 @@ newest turn of a live agent or the last of a recording found nothing before (for
 
 Live, the scan covers the turns received when the jump was asked for, read in one pass over the journal
 received (content_search.JournalStream); a later jump goes on over the turns that arrived since, from
-where the pass stopped."""
+where the pass stopped, taking those the source's own fold built as they arrived (one build a turn, not
+two). Esc that clears the search lets go of the pass, and the fold stops handing its builds over."""
 
 from __future__ import annotations
 

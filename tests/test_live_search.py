@@ -36,6 +36,30 @@ def _received(src: Any, turn: int) -> None:
         time.sleep(0.02)
 
 
+class _Builds(list[int]):
+    """A 1 for each request built by a pipeline other than the agent's (its probe answers from the
+    journal: the builds are the inspector's), until `stop`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, agent: Any) -> None:
+        super().__init__()
+        from engine.pipeline import Pipeline
+
+        self.monkeypatch, self.real = monkeypatch, Pipeline.build
+        real = self.real
+
+        def counted(pipe: Any, *a: Any, **kw: Any) -> Any:
+            if pipe is not agent:
+                self.append(1)
+            return real(pipe, *a, **kw)
+
+        monkeypatch.setattr(Pipeline, "build", counted)
+
+    def stop(self) -> None:
+        from engine.pipeline import Pipeline
+
+        self.monkeypatch.setattr(Pipeline, "build", self.real)
+
+
 def _stepped(text: str, src: Any, turns: list[int]) -> ContentScan:
     scan = ContentScan(text, src)  # no stream: the source's random access, turn by turn
     scan.scan_to(turns, lambda: False)
@@ -65,10 +89,21 @@ def test_live_search_reads_the_journal_once_and_keeps_up(
         folded = stream.at
         assert folded > 0 and stream.past == 13
         # Turns arrive; the next jump goes on from where the stream stopped, not from the first event.
+        # On the fold stream the source's fold builds each arriving turn for its trace, and hands the
+        # build to the stream (LiveFoldStream.index_builds): the stream builds none of them again (it
+        # built each a second time: 0.7 ms a turn at 1,000 turns).
+        builds = _Builds(monkeypatch, pipe)
         _turns(pipe, 14, 20)
         _received(src, 19)
         scan.scan_to(list(range(20)), lambda: False)
-        assert stream.at > folded and scan.scanned == 20
+        assert scan.scanned == 20
+        if fold:
+            assert stream.past == 13 and stream.at == folded, "the fold's builds, not the stream's"
+            assert sorted(stream.turns) == list(range(20))
+            assert len(builds) == 6, (len(builds), "one build a turn: the fold's")
+        else:
+            assert stream.at > folded and stream.past == 19
+        builds.stop()
         for text, got in (("needle", scan), ("tail-mark", None), ("## user", None), ("step 3", None)):
             if got is None:
                 got = ContentScan(text, src, JournalStream(src))
@@ -127,7 +162,8 @@ async def test_slash_while_attached_reads_the_journal_once(
     pipe = serving_pipeline(monkeypatch, rtdir)
     pipe.probe.fold_coalesce = 0.0
     _turns(pipe, 0, 8)
-    app = InspectorApp(LiveSource(os.getpid(), timeout=T, fold=True), theme="cp-dark")
+    src = LiveSource(os.getpid(), timeout=T, fold=True)
+    app = InspectorApp(src, theme="cp-dark")
 
     def bar() -> str:
         line = app.query_one("#search-bar", MarkupLine)
@@ -158,7 +194,14 @@ async def test_slash_while_attached_reads_the_journal_once(
             await pilot.press("f")
             await until(pilot, lambda: "comes again" in bar())
             assert "turn 10: 'needle' comes again in history (1 -> 2 matches)" in bar(), bar()
-            assert scan.stream is not None and scan.stream.past >= 10 and scan.unreadable == 0
+            assert scan.stream is not None and scan.unreadable == 0
+            # The turns that came after the first jump are the source's fold's builds (it builds each
+            # for its trace), not built again by the stream (LiveFoldStream.index_builds).
+            assert scan.stream.past < 8 and set(range(8, 12)) <= set(scan.stream.turns)
+            assert src.on_build is not None
+            await pilot.press("escape")  # (the search bar cleared: the fold no longer hands its builds)
+            await until(pilot, lambda: app.search.scan is None)
+            assert src.on_build is None
     finally:
         pipe.close()
 
@@ -266,8 +309,9 @@ def test_a_spill_failure_arriving_later_does_not_rebuild_the_pass(
     try:
         turns(2, 10)
         _received(src, 9)
-        stream = stream_for(src)
-        assert isinstance(stream, JournalStream)
+        # The stream's own builds (stream_for's would take the source fold's for the turns to come:
+        # test_live_search_reads_the_journal_once_and_keeps_up).
+        stream = JournalStream(src)
         scan = ContentScan("needle", src, stream)
         scan.scan_to(list(range(10)), lambda: False)
         assert scan.changes == [] and stream.fail_keys == frozenset()  # step 4's NEEDLE went out spilled

@@ -5,14 +5,28 @@ cannot build is asked of the agent. See inspector.sources.live.LiveSource.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from inspector.sources.live_fold import Folded, TraceFold
 from inspector.sources.live_placeholders import LivePlaceholders, _stand_in
 
+if TYPE_CHECKING:
+    from engine.pipeline_request import Built
+
 
 class LiveFoldStream(LivePlaceholders):
     """The fold stream's turns, rebuilt by our fold of the journal (see LiveSource)."""
+
+    def index_builds(self, on_build: Callable[[int, Built], None] | None) -> None:
+        """Hand each request our fold builds from now on to `on_build` (None: no longer). Live content
+        search (`/`) takes them (inspector.content_search.JournalStream.add) instead of building every
+        turn that arrives a second time in a pipeline of its own. Under `_state`: a fold under way
+        finishes the events it took with the callback it had."""
+        with self._state:
+            self.on_build = on_build
+            if self._tf is not None:
+                self._tf.on_build = on_build
 
     @property
     def folded_turns(self) -> int:
