@@ -2,7 +2,7 @@
 counted (a key per session and in the total, one line under the table), as `simulate`'s note and
 `explain` say them. Seen on `cp-inspect run` sessions of an agent with the real anthropic and openai SDKs
 against a stand-in answering 429 first: the report's rows read as clean runs. The attempts are unbilled,
-so no figure changes. The real SDK, the real proxy, the real recording (tests/tui/test_user48_retried_turn.py)."""
+so no figure changes. The real SDK, the real proxy, the real recording (tests/support/retried_calls.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from inspector.cli import app
-from tests.tui.test_user48_retried_turn import record_retried
+from tests.support.retried_calls import record_retried
 
 
 def test_report_counts_the_retried_attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
