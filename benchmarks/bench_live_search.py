@@ -13,6 +13,9 @@ a child process (its CPU from the kernel's rusage, start-up and the journal's fe
 side, this process serving the journal by range, beside it), `--rounds` times; one pass, as `/` is. With
 `--ab DIR` (another tree, say /tmp/start48) each round runs the command from DIR and from this tree
 against the same agent, alternating which goes first, and says whether their outputs are the same.
+`--record`: the agent records its session too, as an agent run with CONTEXTPIPE_RECORD does; `find PID`
+from a tree that follows recordings (session 49 on) then reads the file its hello names, checked as
+`attach` checks it, and the journal is not fetched (the agent's side near nothing).
 
 `--more M` times `/` then `f` as the attached inspector meets them: a scan of every turn received as the
 app's search opens it (content_search.stream_for, on the fold stream `attach` asks for), the agent goes on
@@ -28,6 +31,7 @@ it with PYTHONPATH=OTHER_TREE for the baseline (the script runs against whicheve
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 600 --rounds 3
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 3000 --rounds 3 --find
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 2000 --rounds 3 --find --ab /tmp/start48
+    PYTHONPATH=. python benchmarks/bench_live_search.py --turns 2000 --rounds 3 --find --record --ab /tmp/start49
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1500 --rounds 3 --late-failure
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1000 --rounds 3 --more 200
 """
@@ -53,6 +57,9 @@ def main() -> None:
     ap.add_argument("--late-failure", action="store_true", help="time the scan after a spill failure arrives")
     ap.add_argument("--ab", type=Path, help="with --find: the command from this tree too, side by side")
     ap.add_argument("--more", type=int, default=0, help="time `/`, then `f` after this many more turns")
+    ap.add_argument(
+        "--record", action="store_true", help="the agent records (find PID then reads its recording file)"
+    )
     args = ap.parse_args()
     rt = Path(tempfile.mkdtemp(prefix="cpls"))
     os.environ["XDG_RUNTIME_DIR"] = str(rt)
@@ -60,7 +67,8 @@ def main() -> None:
     from inspector.content_search import ContentScan, JournalStream
     from inspector.sources.live import LiveSource
 
-    pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=True, spill=_FullVolume())
+    record = str(rt / "agent.cpsession") if args.record else None
+    pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=True, spill=_FullVolume(), record=record)
     pipe.identity("You are a careful coding agent.")
     pipe.user("Fix the failing test.")
     if args.late_failure or args.more:  # every turn sent as it closes (none held for the next: this agent then waits)

@@ -38,25 +38,45 @@ _DAMAGED = "check the file came from an engine recording; `cp-inspect salvage FI
 
 
 def load_events(target: str) -> tuple[list[dict[str, Any]], dict[str, Any], list[int]]:
-    """Journal events from a recording path or a live pid (`PID` or `PID.SESSION`), with each event's file
-    offset (recordings)."""
+    """Journal events from a recording path or a live pid (`PID` or `PID.SESSION`: its recording when it
+    offers one it may be read from, else its journal through the probe), with each event's file offset
+    (recordings)."""
     from engine.probe.runtime_dir import parse_target
 
     live = parse_target(target)
     if live is not None and not Path(target).exists():
-        from inspector.sources.live import LiveSource
-
-        try:
-            src = LiveSource(live[0], session=live[1], fold=True)  # (see attach_command)
-        except ContextPipeError as exc:
-            fail(str(exc))
-        src.client.close()
-        from engine.recording.journal import unpack_event
-
-        return [unpack_event(e) for e in src.events], src.header, []
-    r = open_recording(Path(target))
+        r, events, header = _live_read(*live)
+        if r is None:
+            return events, header, []
+    else:
+        r = open_recording(Path(target))
     events, offsets = read_events(r)
     return events, r.header, offsets
+
+
+def _live_read(pid: int, session: int | None) -> tuple[RecordingReader | None, list[dict[str, Any]], dict[str, Any]]:
+    """A running agent's turns so far: (its recording, opened and checked as `attach` checks it, [], {})
+    when it records (the agent sends nothing; the file is read as any recording is), else (None, its
+    journal's events whole through the probe's fold stream, its hello). Why an offered recording is not
+    read is said on stderr, as `attach` says it."""
+    import sys
+
+    from inspector.sources.live_recording import open_recorded
+
+    try:
+        got, why = open_recorded(pid, session)
+    except ContextPipeError as exc:
+        fail(str(exc))
+    if why is not None:
+        sys.stderr.write(f"cp-inspect: warning: {why}\n")  # (recording_open.warn's line, without typer)
+    from inspector.sources.live import LiveSource
+
+    if not isinstance(got, LiveSource):
+        return got, [], {}
+    got.client.close()
+    from engine.recording.journal import unpack_event
+
+    return None, [unpack_event(e) for e in got.events], got.header
 
 
 def explain(
@@ -247,9 +267,17 @@ def _explain_target(
     recording, n, None), or for a live agent (None, n, its events whole, [], turn n's event)."""
     from engine.probe.runtime_dir import parse_target
 
-    is_live = parse_target(target) is not None and not Path(target).exists()
+    live_target = parse_target(target)
+    is_live = live_target is not None and not Path(target).exists()
+    r: Any = None
     if is_live:
-        events, _, offsets = load_events(target)
+        assert live_target is not None
+        # A recording agent's turns are read from its recording (checked as attach checks it), as any
+        # recording is: the agent sends nothing, and the single pass explains the turn.
+        r, events, _ = _live_read(*live_target)
+        offsets: list[int] = []
+        is_live = r is None
+    if is_live:
         nums: list[int] = []
         for i, e in enumerate(events):
             if e.get("k") == "turn":
@@ -259,7 +287,7 @@ def _explain_target(
                     fail(f"{target}: {exc}{event_offset(offsets, i)}; {_DAMAGED}")
                 nums.append(e["turn"])
     else:
-        r = open_recording(Path(target))
+        r = r or open_recording(Path(target))
         nums = r.turn_numbers()
     if not nums:
         fail(f"{target} has no completed turns yet")

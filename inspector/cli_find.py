@@ -107,15 +107,29 @@ def _open(target: str | Path) -> tuple[Any, list[int], str, FoldIndex | None]:
     from engine.errors import ContextPipeError
 
     from .sources.live import LiveSource
+    from .sources.live_recording import open_recorded
 
     name = f"agent {target}"
     index = FoldIndex()
     try:
-        # The fold stream (as attach): the agent builds no trace for us, and sends its journal by range;
-        # our fold of it builds each request, and the search reads that build (`index`), not another.
-        src = LiveSource(live[0], session=live[1], fold=True, backfill_idle=None, on_build=index.add)
+        # A recording agent's turns are read from its recording (checked as attach checks it) in one pass,
+        # as a recording's are: the agent sends nothing and no journal is fetched. Else the fold stream (as
+        # attach): the agent builds no trace for us, and sends its journal by range; our fold of it builds
+        # each request, and the search reads that build (`index`), not another.
+        got, why = open_recorded(live[0], live[1], backfill_idle=None, on_build=index.add)
     except ContextPipeError as exc:
         fail(str(exc))
+    if why is not None:
+        import sys
+
+        sys.stderr.write(f"cp-inspect: warning: {why}\n")  # (as attach says it)
+    if not isinstance(got, LiveSource):
+        checked = FileSource(Path(got.path), reader=got)
+        by_fd = Path(f"/proc/self/fd/{got.fileno()}")
+        if by_fd.exists():  # the texts from the file checked, not whatever has its name by then
+            checked.texts.path = by_fd
+        return checked, got.turn_numbers(), name, None
+    src = got
     try:
         src.replayer()  # the journal to its end as the agent has it now (fetched by range)
     except ContextPipeError as exc:

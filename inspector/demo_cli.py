@@ -109,15 +109,19 @@ def demo(
     log = rec.with_suffix(".log")
     with log.open("wb") as err_file:
         child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file)
-    from inspector.sources.live import LiveSource
+    from inspector.sources.live_recording import open_when_serving
 
     try:
-        src = LiveSource.when_serving(child)
+        # The agent records: its turns are read from that file (it sends nothing a turn for us), as
+        # `attach` reads them; anything the file cannot be trusted for, the stream as before.
+        src, why = open_when_serving(child)
     except ContextPipeError as exc:
         if child.poll() is None:
             child.kill()
         err = log.read_text(errors="replace") if log.exists() else ""
         fail(f"{exc}\n{err[-400:]}")
+    if why is not None:
+        typer.echo(f"cp-inspect: warning: {why}", err=True)  # (and on screen: the app says it on mount)
     src.header["recording"] = str(rec)
     try:
         _run_app(src, theme, agent_ended=lambda: agent_ended(child, log))

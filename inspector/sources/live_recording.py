@@ -25,12 +25,18 @@ turn it had not shown, and says so once (a Notice the app shows). What is asked 
 is the live source's; the content search's stream of the file's journal has no build of a later turn,
 so it reads those through this source too (tests/test_follow_fallback.py). A file renamed or unlinked meanwhile is still the one the agent writes (both hold
 it open): it is followed on.
+
+`cp-inspect demo` follows its agent's recording the same way (open_when_serving), and the one-shot
+commands `explain PID` and `find PID` read it as any recording (open_recorded): the agent sends them
+nothing and no journal is fetched, and what they print is what the stream gave
+(tests/test_follow_commands.py).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -350,16 +356,16 @@ class RecordingFollower(FileSource):
         super().close()
 
 
-def open_live(
-    pid: int, session: int | None = None, timeout: float = 3.0, *, follow: bool = True, **kw: Any
-) -> tuple[LiveSource | RecordingFollower, str | None]:
-    """Attach to agent `pid` as `cp-inspect attach` does (the fold stream, see LiveSource), following its
-    recording instead when it records and the file is its own (see the module docstring). The second
-    value says why a recording named by the agent is not followed (one line, for a warning), else None."""
+def _attach(
+    pid: int, session: int | None, timeout: float, follow: bool, kw: dict[str, Any]
+) -> tuple[LiveSource, RecordingReader | None, str | None]:
+    """(the agent's connection, its recording opened and checked if the agent offers it and it is its
+    own, else None; why an offered one is not read). Untrusted: the connection is made again without
+    asking to follow, so the live source is the one it would have been (see the module docstring)."""
     kw.setdefault("fold", True)
     live = LiveSource(pid, timeout=timeout, session=session, follow_recording=follow, **kw)
     if not live.client.following:
-        return live, None
+        return live, None, None
     try:
         reader = open_trusted(live.client.hello.get("recording"), live.client.hello)
     except Untrusted as exc:
@@ -368,6 +374,18 @@ def open_live(
         live._connect()
         why = f"{exc}: its turns are sent live instead"
         live.header[NOT_FOLLOWED] = why  # (the app says it on screen: written before it, it was hidden)
+        return live, None, why
+    return live, reader, None
+
+
+def open_live(
+    pid: int, session: int | None = None, timeout: float = 3.0, *, follow: bool = True, **kw: Any
+) -> tuple[LiveSource | RecordingFollower, str | None]:
+    """Attach to agent `pid` as `cp-inspect attach` does (the fold stream, see LiveSource), following its
+    recording instead when it records and the file is its own (see the module docstring). The second
+    value says why a recording named by the agent is not followed (one line, for a warning), else None."""
+    live, reader, why = _attach(pid, session, timeout, follow, kw)
+    if reader is None:
         return live, why
     try:
         return RecordingFollower(live, reader), None
@@ -375,3 +393,40 @@ def open_live(
         reader.close()
         live.close()
         raise
+
+
+def open_recorded(
+    pid: int, session: int | None = None, timeout: float = 3.0, **kw: Any
+) -> tuple[RecordingReader | LiveSource, str | None]:
+    """What a one-shot command reads of agent `pid` (`explain PID`, `find PID`): its recording, opened and
+    checked as open_live checks it, the connection closed at once (the command reads the file as it
+    reads any recording: the agent sends it nothing, its journal is not fetched), or else the live source
+    open_live would have given (the fold stream), with why the recording is not read (one line, for a
+    warning). The file holds the turns the agent has closed: a turn under way (its request made, its
+    reply not in) is not in it, where `find PID` over the stream searched that turn's request too."""
+    live, reader, why = _attach(pid, session, timeout, True, kw)
+    if reader is None:
+        return live, why
+    live.close()
+    return reader, None
+
+
+def open_when_serving(
+    child: subprocess.Popen[bytes], wait_s: float = 15.0, **kw: Any
+) -> tuple[LiveSource | RecordingFollower, str | None]:
+    """open_live on an agent process just started (`cp-inspect demo`'s), retried until its probe socket
+    is up, as LiveSource.when_serving does for the stream: the demo agent records by default, so its
+    inspector follows that file and the agent sends it nothing a turn. Raises ProbeError if the agent
+    exits first or does not serve within `wait_s` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return open_live(child.pid, timeout=1.0, **kw)
+        except ProbeError as exc:
+            if child.poll() is not None:
+                raise ProbeError(f"the agent (pid {child.pid}) exited with code {child.returncode}") from exc
+            if time.monotonic() > deadline:
+                raise ProbeError(
+                    f"the agent (pid {child.pid}) did not start serving within {wait_s:g} s: {exc}"
+                ) from exc
+            time.sleep(0.1)
