@@ -5,9 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ from typer.testing import CliRunner
 from inspector.cli import app
 from inspector.ctx_cli import ctx_app
 from inspector.token_arg import parse_tokens
+from tests.support.console_script import run_cp_inspect
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
@@ -47,20 +45,6 @@ def test_anything_else_is_not_a_token_count(text: str) -> None:
         parse_tokens(text)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """The console script as a user runs it (simulate's plain command line skips typer: entry.py)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def _timeless(out: str) -> dict[str, object]:
     doc = json.loads(out)
     doc.pop("elapsed_s")  # the run's own time
@@ -68,13 +52,13 @@ def _timeless(out: str) -> dict[str, object]:
 
 
 def test_simulate_reads_32k_as_32000_and_says_a_bad_window_in_one_line() -> None:
-    plain = _cli("simulate", str(DEMO), "--window", "8000", "--json")
-    typed = _cli("simulate", str(DEMO), "--window", "8k", "--json")
+    plain = run_cp_inspect("simulate", str(DEMO), "--window", "8000", "--json")
+    typed = run_cp_inspect("simulate", str(DEMO), "--window", "8k", "--json")
     assert plain.returncode == 0, plain.stderr
     assert typed.returncode == 0, typed.stderr
     assert _timeless(typed.stdout) == _timeless(plain.stdout)
     assert json.loads(typed.stdout)["window"] == 8000
-    bad = _cli("simulate", str(DEMO), "--window", "3x2")
+    bad = run_cp_inspect("simulate", str(DEMO), "--window", "3x2")
     assert bad.returncode == 2
     assert bad.stderr == "cp-inspect: --window: cannot read '3x2': give tokens as 32000 or 32k\n"
 
@@ -124,11 +108,11 @@ def test_ctx_get_budget_takes_12k(tmp_path: Path) -> None:
 
 
 def test_replay_turn_that_is_not_a_number_is_one_line_naming_the_files_turns() -> None:
-    bad = _cli("replay", str(DEMO), "--turn", "abc")
+    bad = run_cp_inspect("replay", str(DEMO), "--turn", "abc")
     assert bad.returncode == 2
     assert bad.stderr.startswith("cp-inspect: --turn: turn numbers are integers, got 'abc' (")
     assert bad.stderr.endswith("; -1 is the last)\n") and len(bad.stderr.splitlines()) == 1, bad.stderr
     # A negative turn (read through typer, not the plain path) still counts from the end: it gets as far
     # as the terminal check.
-    last = _cli("replay", str(DEMO), "--turn", "-1")
+    last = run_cp_inspect("replay", str(DEMO), "--turn", "-1")
     assert last.returncode == 2 and "stdin is not a terminal" in last.stderr, last.stderr

@@ -23,9 +23,8 @@ import pytest
 from engine.probe.agent_send import AGENT_WINDOW
 from engine.recording.cpsession import RecordingWriter
 from inspector.sources.file import FileSource
-from inspector.sources.live import LiveSource
 from inspector.sources.live_recording import RecordingFollower, open_live
-from tests.support.fold_stream import fold_pipeline, wait_until
+from tests.support.fold_stream import attach_folding, fold_pipeline, wait_until
 from tests.test_probe_fold import T, _Follower, _turn
 
 IDLE = 0.15  # the inspector's backfill_idle: what a paced agent holds back comes within it of a pause
@@ -70,14 +69,9 @@ def test_the_attached_view_of_a_paced_agent_is_its_recording_turn_by_turn(
             assert why is None and isinstance(src, RecordingFollower)
             wait_until(lambda: probe._nfollowers == 1, "the follower never said hello")
             assert probe.client_count == 0  # not attached: publish() returns at its first test
+            view = _Follower(src)  # type: ignore[arg-type]  # (a follower answers what a LiveSource does)
         else:
-            src = LiveSource(os.getpid(), timeout=T, backfill_idle=IDLE, fold=True)
-            assert src._folding
-        view = _Follower(src)
-        if not follow:
-            wait_until(
-                lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
-            )
+            src, view = attach_folding(pipe, IDLE)
         turns = list(range(1, 22))
         sends = probe.agent_sends
         _session(pipe, turns)
@@ -109,7 +103,7 @@ def test_the_attached_view_of_a_paced_agent_is_its_recording_turn_by_turn(
         try:
             for t in turns:
                 trace, body, sections, missed = shown[t]
-                want = dict(rec.full_trace(t))
+                want: dict[str, Any] = dict(rec.full_trace(t))
                 assert trace == want, t
                 assert list(trace) == list(want), t  # key order too
                 assert body == rec.request_body(t), t

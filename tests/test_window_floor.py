@@ -6,28 +6,20 @@ number as a field. Each window the commands name is checked by running the comma
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from tests.support.console_script import run_cp_inspect
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = str(ROOT / "demo_sessions" / "scout-anthropic.cpsession")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """The console script as a user runs it (explain's and simulate's plain lines skip typer: entry.py)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"}
-    code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+    """The console script as a user runs it (explain's and simulate's plain lines skip typer: entry.py),
+    on a terminal wide enough that no table is split."""
+    return run_cp_inspect(*args, env={"COLUMNS": "400"})
 
 
 def _json(*args: str) -> dict[str, Any]:

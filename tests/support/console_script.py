@@ -105,3 +105,12 @@ def typer_answer_once(key: tuple[Any, ...], make: Callable[[], T]) -> T:
     if key not in _TYPER_ANSWERS:
         _TYPER_ANSWERS[key] = make()
     return _TYPER_ANSWERS[key]  # type: ignore[no-any-return]
+
+
+def run_cp_inspect(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`cp-inspect ARGV` as a user runs it: the console script's entry point in a fresh process, with no
+    stdin unless `input` is given (a command that would read a terminal reads none). `kwargs` go to
+    run_program (`env` merged into this environment, e.g. COLUMNS; `timeout`, 300 s by default)."""
+    if "input" not in kwargs:
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+    return run_program(program(), list(argv), typer_dispatch=False, **kwargs)

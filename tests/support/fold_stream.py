@@ -121,6 +121,17 @@ def traced_turn_publishes(probe: Any) -> Iterator[list[list[str]]]:
         del probe.publish
 
 
+def attach_folding(pipe: Any, backfill_idle: float | None) -> tuple[LiveSource, _Follower]:
+    """`cp-inspect attach`'s source on `pipe`'s fold stream (folding asserted) and a view following it,
+    once the probe has it as its only client, tracing nothing."""
+    probe = pipe.probe
+    src = LiveSource(os.getpid(), timeout=T, backfill_idle=backfill_idle, fold=True)
+    assert src._folding
+    view = _Follower(src)
+    wait_until(lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached")
+    return src, view
+
+
 @dataclass
 class FoldStream:
     pipe: Any
@@ -138,12 +149,7 @@ def fold_stream(rtdir: Path, record: bool, backfill_idle: float | None = None) -
     probe = pipe.probe
     try:
         _turn(pipe, 0)
-        src = LiveSource(os.getpid(), timeout=T, backfill_idle=backfill_idle, fold=True)
-        assert src._folding
-        view = _Follower(src)
-        wait_until(
-            lambda: probe.client_count == 1 and probe.tracing_clients == 0, "the fold client never attached"
-        )
+        src, view = attach_folding(pipe, backfill_idle)
         _turn(pipe, 1)
         view.wait_for(1)
         wait_until(
