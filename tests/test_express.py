@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine import pipeline_express as express
-from engine.pipeline import Pipeline
+from engine.pipeline import Pipeline, Request
 from tests.support.counting import LaneTurns
 from tests.test_turn_carry import _pipe
 from tests.test_turn_lineage import _feed as _lineage_feed
@@ -45,6 +46,44 @@ def _feed(pipe: Pipeline, op: str, r: int, t: int, sinks: list[list[Any]]) -> No
         pipe.journal.subscribe(sink.append)
     else:
         _lineage_feed(pipe, op, r, t)
+
+
+# The ops that change a section before the history (or the window, or the provider): two in three of them
+# are followed by the next op before a request is asked for, so a request often meets several changes.
+SECTION_OPS = frozenset(
+    ("window", "margin", "source", "latch", "tool", "untool", "emerge", "content", "provider")
+)
+
+
+def paired_requests(
+    first: Pipeline, second: Pipeline, ops: list[tuple[str, int]], feed: Callable[[Pipeline, str, int, int], None]
+) -> Iterator[tuple[str, int, Request | None, Request | None]]:
+    """One session through two pipelines built alike: the same start (identity, a tool, the task), then
+    each op fed to both (`feed(pipe, op, r, t)`) and, where the session asks, each asked for its request:
+    yields (op, r, first's request, second's), or (op, r, None, None) at an EXPLAIN (the caller compares
+    what it compares there). A request that fails (protected content over a tiny window) must fail in
+    both alike, and ends the session. tests/test_express.py (the lane against the general path) and
+    tests/test_express_lane_request.py (the lane's pass against the general steps) both walk it."""
+    for p in (first, second):
+        p.identity("You are a careful coding agent.")
+        p.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
+        p.user("Fix the bug.")
+    for t, (op, r) in enumerate(ops):
+        for p in (first, second):
+            feed(p, op, r, t)
+        if op in SECTION_OPS and r % 3:
+            continue
+        if op == "explain":
+            yield op, r, None, None
+            continue
+        try:
+            a = first.next_request()
+        except Exception as e:  # protected content over a tiny window: both must fail alike
+            with pytest.raises(type(e)) as e2:
+                second.next_request()
+            assert str(e2.value) == str(e)
+            return
+        yield op, r, a, second.next_request()
 
 
 def _event(e: Any) -> str:
@@ -79,37 +118,10 @@ def side_by_side(
     sinks: dict[int, list[list[Any]]] = {id(lane): [], id(ref): []}
     reqs: list[tuple[Any, Any]] = []
     try:
-        for p in (lane, ref):
-            p.identity("You are a careful coding agent.")
-            p.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
-            p.user("Fix the bug.")
-        for t, (op, r) in enumerate(ops):
-            for p in (lane, ref):
-                _feed(p, op, r, t, sinks[id(p)])
-            if op in (
-                "window",
-                "margin",
-                "source",
-                "latch",
-                "tool",
-                "untool",
-                "emerge",
-                "content",
-                "provider",
-            ):
-                if r % 3:
-                    continue
-            if op == "explain":
+        for _op, r, a, b in paired_requests(lane, ref, ops, lambda p, op, r, t: _feed(p, op, r, t, sinks[id(p)])):
+            if a is None or b is None:  # EXPLAIN
                 assert _trace(lane.explain()) == _trace(ref.explain())
                 continue
-            try:
-                a = lane.next_request()
-            except Exception as e:  # protected content over a tiny window: both must fail alike
-                with pytest.raises(type(e)) as e2:
-                    ref.next_request()
-                assert str(e2.value) == str(e)
-                break
-            b = ref.next_request()
             assert a.bytes == b.bytes
             assert (a.final_tokens, a.ceiling) == (b.final_tokens, b.ceiling)
             assert lane.compaction == ref.compaction

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from engine import pipeline_express as express
 from engine.providers.base import Serializer
-from tests.test_express import _feed
+from tests.test_express import _feed, paired_requests
 from tests.test_turn_carry import _pipe
 
 
@@ -133,36 +133,9 @@ def _sessions(ops: list[tuple[str, int]], window: int, provider: str) -> int:
     express.turn = turn  # type: ignore[assignment]
     sinks: list[list[Any]] = []
     try:
-        for p in (own, ref):
-            p.identity("You are a careful coding agent.")
-            p.add_tool("bash", "Run", {"type": "object", "properties": {"n": {"type": "integer"}}})
-            p.user("Fix the bug.")
-        for t, (op, r) in enumerate(ops):
-            for p in (own, ref):
-                _feed(p, op, r, t, sinks)
-            if op in (
-                "window",
-                "margin",
-                "source",
-                "latch",
-                "tool",
-                "untool",
-                "emerge",
-                "content",
-                "provider",
-            ):
-                if r % 3:
-                    continue
-            if op == "explain":
+        for _op, r, a, b in paired_requests(own, ref, ops, lambda p, op, r, t: _feed(p, op, r, t, sinks)):
+            if a is None or b is None:  # EXPLAIN
                 continue
-            try:
-                a = own.next_request()
-            except Exception as e:  # protected content over a tiny window: both must fail alike
-                with pytest.raises(type(e)) as e2:
-                    ref.next_request()
-                assert str(e2.value) == str(e)
-                break
-            b = ref.next_request()
             assert _request(a.serialized) == _request(b.serialized)
             # After each request both lanes were asked (or neither): their serializers' state.
             sa, sb = seen.pop(id(own), None), seen.pop(id(ref), None)
