@@ -200,6 +200,10 @@ def content_text(value: Any, ctx: Ctx, where: str) -> str:
                 ctx.media.append(_openai_image(part))
             elif ptype == "refusal" and isinstance(part.get("refusal"), str):
                 out.append(part["refusal"])
+            elif ptype in ("file", "input_file", "input_audio"):
+                # A PDF or an audio clip: a placeholder in the text, counted as OpenAI bills it
+                out.append(f"[{ptype}]")
+                ctx.media.append(_openai_attachment(part, ptype))
             elif isinstance(ptype, str) and ptype:
                 # Any other part the API takes (a PDF `file`, `input_audio`, ...) is kept as a placeholder,
                 # as images are: refusing it would drop the call, and every later call that carries it.
@@ -353,6 +357,27 @@ def _openai_image(part: dict[str, Any]) -> MediaRec:
     url = url if isinstance(url, str) else str(part.get("file_id") or "")
     media_type, data = data_url(url)
     return image_rec("openai", data, media_type, url=url, detail=str(detail))
+
+
+def _openai_attachment(part: dict[str, Any], ptype: str) -> MediaRec:
+    """An OpenAI file part (Chat's `file: {file_data, file_id, filename}`, Responses' `input_file` with
+    those at its top) or `input_audio: {data, format}`, counted by engine.importers.media_tokens."""
+    from engine.importers.image_tokens import data_url
+    from engine.importers.media_tokens import audio_rec, pdf_rec
+
+    if ptype == "input_audio":
+        given = part.get("input_audio")
+        audio: dict[str, Any] = given if isinstance(given, dict) else {}
+        data, fmt = audio.get("data"), audio.get("format")
+        return audio_rec(data if isinstance(data, str) else None, fmt if isinstance(fmt, str) else "")
+    given = part.get("file") if ptype == "file" else part
+    f: dict[str, Any] = given if isinstance(given, dict) else {}
+    raw = f.get("file_data")
+    media_type, data = data_url(raw) if isinstance(raw, str) else ("", None)
+    if data is None and isinstance(raw, str) and raw and not raw.startswith("data:"):
+        data = raw  # base64 without the data: prefix
+    ref = str(f.get("file_id") or f.get("file_url") or f.get("filename") or "")
+    return pdf_rec("openai", data, media_type or "application/pdf", ref=ref)
 
 
 def openai_tools(value: Any, ctx: Ctx, where: str) -> tuple[ToolSchemaRec, ...]:

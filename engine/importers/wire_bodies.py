@@ -52,6 +52,13 @@ def _other_block_text(b: dict[str, Any], ctx: Ctx, where: str) -> str:
     if btype in ("document", "search_result"):
         parts = [str(b[k]) for k in ("title", "source") if isinstance(b.get(k), str)]
         src = b.get("source")
+        if btype == "document" and isinstance(src, dict) and _is_pdf(src):
+            # Its pages as images plus their text, as Anthropic bills a PDF (engine.importers.media_tokens)
+            from engine.importers.media_tokens import pdf_rec
+
+            data = src.get("data") if src.get("type") == "base64" else None
+            ref = str(src.get("url") or src.get("file_id") or "")
+            ctx.media.append(pdf_rec("anthropic", data if isinstance(data, str) else None, ref=ref))
         if isinstance(src, dict) and src.get("type") == "text" and isinstance(src.get("data"), str):
             parts.append(src["data"])
         body = src.get("content") if isinstance(src, dict) else b.get("content")
@@ -169,6 +176,16 @@ def _anthropic_message(
         )
     ctx.media.clear()
     return out
+
+
+def _is_pdf(src: dict[str, Any]) -> bool:
+    """A document block's source that is a PDF: base64 data of that media type, or a PDF's URL; a file
+    id (the Files API) whose media type the request does not say is taken for one (a plain-text file's
+    block is sent as `text`)."""
+    kind = src.get("type")
+    if kind == "base64":
+        return src.get("media_type") == "application/pdf"
+    return kind in ("url", "file")
 
 
 def _anthropic_image(b: dict[str, Any]) -> MediaRec:
