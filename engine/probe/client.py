@@ -28,6 +28,7 @@ from engine.probe.discover import (
     _serving_descendants_hint,
     list_agents,
     other_users_agents,
+    served_sessions,
 )
 from engine.probe.frame_reader import _FrameReader
 from engine.probe.handshake import BASE_PROTOCOL, FOLD_PROTOCOL, PROTOCOLS
@@ -41,6 +42,7 @@ from engine.probe.runtime_dir import (
     ProbeError,
     ProbeTimeout,
     ProtocolMismatch,
+    ServesConversations,
     agent_runtime_dir,
     other_users_process,
     pid_alive,
@@ -153,7 +155,8 @@ class ProbeClient:
             # desktop session's or a service's, where an ssh login has none): its socket is where its
             # own environment put it. Looking only in ours told the user to start serving an agent that was.
             theirs = agent_runtime_dir(pid)
-            if theirs is not None and theirs != d:
+            # (Not when ours holds sockets of its conversations: a proxy's pid, said below.)
+            if theirs is not None and theirs != d and not (d is not None and served_sessions(pid, d)):
                 d = resolve_runtime_dir(theirs) or d  # validated as ours is: PermissionDenied if not safe
         if d is None:
             raise NotServing(pid)
@@ -161,6 +164,9 @@ class ProbeClient:
         try:
             st = os.lstat(path)
         except FileNotFoundError:
+            served = served_sessions(pid, d)
+            if served:
+                raise ServesConversations(pid, path, session, served) from None
             raise NotServing(pid, path, advice=_serving_descendants_hint(pid, d)) from None
         if st.st_uid != os.getuid():  # with what to do, as ps says it (its process gone: remove it)
             raise PermissionDenied(f"probe socket {_refusal(path, st, pid)}")

@@ -108,6 +108,29 @@ def _parent_pid(pid: int) -> int | None:
         return None
 
 
+def served_sessions(pid: int, runtime_dir: Path) -> list[int]:
+    """The conversations process `pid` serves on sockets of their own (`<pid>.<n>.sock`: the proxy's),
+    in order; a socket an earlier process with that pid left is not one."""
+    prefix, found = f"{pid}.", []
+    try:
+        names = os.listdir(runtime_dir)
+    except OSError:
+        return []
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(SOCKET_SUFFIX)):
+            continue
+        n = name[len(prefix) : -len(SOCKET_SUFFIX)]
+        if not (n.isascii() and n.isdigit()):
+            continue
+        try:
+            st = os.lstat(runtime_dir / name)
+        except OSError:
+            continue
+        if stat.S_ISSOCK(st.st_mode) and same_process(st, pid) is not False:
+            found.append(int(n))
+    return sorted(found)
+
+
 def _serving_descendants_hint(pid: int, runtime_dir: Path) -> str:
     """A hint for attaching to a launcher (a shell, `uv run`, `cp-inspect demo`) whose agent runs in a
     child process: the processes below `pid` that do serve the probe, or "" when none does."""

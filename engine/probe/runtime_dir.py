@@ -64,6 +64,24 @@ class NotServing(ProbeError):
         super().__init__(f"process {pid} is not serving the probe{where}{extra}. {todo}")
 
 
+class ServesConversations(NotServing):
+    """A process that serves several conversations, each on its own socket (`cp-inspect proxy`, a served
+    fork), asked for one it has no socket of: its own pid (the proxy's printed pid has none) or a
+    conversation number it does not serve. Said as the conversations it serves, not as a process that
+    does not serve (whose advice, "start the agent with serve=True", sent the user the wrong way)."""
+
+    def __init__(self, pid: int, socket_path: Path, session: int | None, served: list[int]) -> None:
+        shown = ", ".join(f"{pid}.{n}" for n in served[:8]) + (", ..." if len(served) > 8 else "")
+        which = "each on its own socket" if session is None else f"but none numbered {session}"
+        ProbeError.__init__(
+            self,
+            f"process {pid} serves {len(served)} conversation{'s' if len(served) != 1 else ''} ({shown}), "
+            f"{which} (no socket at {socket_path}): give one of them as PID.N, e.g. {pid}.{served[0]} "
+            "(`cp-inspect ps` lists them)",
+        )
+        self.pid, self.socket_path, self.served = pid, socket_path, served
+
+
 class PermissionDenied(ProbeError, PermissionError):
     """A socket or runtime directory owned by another user, or a peer the server refused."""
 
