@@ -3,11 +3,12 @@
 The OTLP exporter retries a refused connection (1 s, 2 s, 4 s within its timeout): the command took
 ~7-9 s before saying it failed. A refused port or an unknown host is said before any file is read.
 
-The commands run with a 60 s exporter timeout (OTEL_EXPORTER_OTLP_TIMEOUT, ms): the retries would then
-take 1 + 2 + 4 + 8 + 16 s (31-34 s measured with the up-front check removed), so "at once" is a bound
-far from both that and a loaded host's start-up. With the default 10 s the retries took 8.4-8.7 s, and
-the 6 s bound left a loaded start-up little room: pinned to a core beside two CPU hogs the gRPC case took
-6.7 s and failed."""
+"At once" is told by what is said, not by a clock: the line ending "nothing was sent" is the up-front
+check's (inspector/fleet_cli.export exits with it before an exporter sends anything), so the SDK's
+retries cannot have run. A clock bound (20 s, between a loaded start-up and the retries' 24.8 s at the
+least) was thin on both sides on the CI's 2 shared cores at load up to 14. The commands run with a 60 s
+exporter timeout (OTEL_EXPORTER_OTLP_TIMEOUT, ms), so a test that did reach the exporter would take its
+retries' ~31-34 s."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +36,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-RETRIES_S = 24.8  # the least the exporter's retries take within a 60 s timeout (each backoff -20%)
-AT_ONCE_S = 20.0  # a loaded host's start-up and the check, and well below the retries
-
-
-def _export(*args: str, protocol: str | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
+def _export(*args: str, protocol: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["PYTHONPATH"] = str(ROOT)
     env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "60000"  # (see the module's doc)
@@ -48,16 +44,14 @@ def _export(*args: str, protocol: str | None = None) -> tuple[subprocess.Complet
     if protocol is not None:
         env["OTEL_EXPORTER_OTLP_PROTOCOL"] = protocol
     code = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
-    started = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-c", code, "export", *args], capture_output=True, text=True, env=env, timeout=60
+    return subprocess.run(
+        [sys.executable, "-c", code, "export", *args], capture_output=True, text=True, env=env, timeout=120
     )
-    return out, time.monotonic() - started
 
 
 def test_a_refused_connection_is_one_line_at_once() -> None:
     port = _closed_port()
-    out, took = _export(str(DEMO), "--otlp", f"http://127.0.0.1:{port}")
+    out = _export(str(DEMO), "--otlp", f"http://127.0.0.1:{port}")
     assert out.returncode == 1, out.stderr
     assert out.stderr == (
         f"cp-inspect: the OTLP endpoint http://127.0.0.1:{port}/v1/traces refused the connection (nothing "
@@ -65,8 +59,6 @@ def test_a_refused_connection_is_one_line_at_once() -> None:
         "nothing was sent\n"
     )
     assert out.stdout == ""
-    # The process itself starts in well under a second unloaded (see the module's doc for the bound).
-    assert took < AT_ONCE_S < RETRIES_S, f"export took {took:.1f} s to say the collector refused"
 
 
 def test_a_host_that_does_not_resolve_is_one_line() -> None:
@@ -78,7 +70,7 @@ def test_a_host_that_does_not_resolve_is_one_line() -> None:
 def test_a_listening_collector_still_gets_the_spans() -> None:
     with OtlpReceiver() as rx:
         assert unreachable(rx.url) is None
-        out, _ = _export(str(DEMO), "--otlp", rx.url)
+        out = _export(str(DEMO), "--otlp", rx.url)
         assert out.returncode == 0, out.stderr
         assert rx.spans
     assert "exported " in out.stdout
@@ -97,14 +89,13 @@ def test_what_the_check_cannot_judge_is_left_to_the_exporter() -> None:
 def test_a_refused_grpc_connection_is_one_line_at_once() -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc")
     port = _closed_port()
-    out, took = _export(str(DEMO), "--otlp", f"http://127.0.0.1:{port}", protocol="grpc")
+    out = _export(str(DEMO), "--otlp", f"http://127.0.0.1:{port}", protocol="grpc")
     assert out.returncode == 1, out.stderr
     assert out.stderr == (
         f"cp-inspect: the OTLP/gRPC endpoint 127.0.0.1:{port} refused the connection (nothing listens on "
         f"127.0.0.1 port {port}): start a collector there, or give its address with --otlp; nothing was sent\n"
     )
     assert out.stdout == ""
-    assert took < AT_ONCE_S < RETRIES_S, f"export took {took:.1f} s to say the collector refused"
 
 
 def test_a_listening_grpc_collector_still_gets_the_spans() -> None:
@@ -128,7 +119,7 @@ def test_a_listening_grpc_collector_still_gets_the_spans() -> None:
     server.start()
     try:
         assert unreachable_grpc(f"127.0.0.1:{port}") is None
-        out, _ = _export(str(DEMO), "--otlp", f"http://127.0.0.1:{port}", protocol="grpc")
+        out = _export(str(DEMO), "--otlp", f"http://127.0.0.1:{port}", protocol="grpc")
     finally:
         server.stop(0)
     assert out.returncode == 0, out.stderr

@@ -16,17 +16,22 @@ from textual.worker import WorkerCancelled, WorkerState
 
 from inspector.sources.synthetic import SyntheticSource
 
+SETTLE_WAIT_S = 300.0  # a hang guard, not a timing bound: start-up takes ~0.1-2 s, seconds at load 14
+
 
 async def settle(pilot: Pilot) -> None:
     """Let the source/content/re-plan workers finish and the screen catch up, and start-up end.
 
     An exclusive worker replaced by a newer one ends cancelled; that is expected, not a failure. Start-up
     (InspectorApp.startup_finished) goes on between key presses after the first screen (the hidden
-    What-if controls mount in pieces), so a test that times or counts what a step does waits for it too,
-    up to 10 s (an app whose source never delivers never finishes starting). Last, what still moves on its
-    own (a tab underline sliding, an animated scroll: `moving`) comes to rest, so what a test reads or
-    snapshots next is the frame at rest, not one in flight."""
-    give_up = time.monotonic() + 10
+    What-if controls mount in pieces), so a test that times or counts what a step does waits for it too.
+    It waits for start-up itself: it gave up after 10 s and the test went on reading a screen still
+    starting, which a slow enough host could reach (none of tests/tui's 383 tests reached it at load 6).
+    An app that never finishes starting (a source that never delivers) fails here after SETTLE_WAIT_S,
+    saying so, rather than hanging the suite. Last, what still moves on its own (a tab
+    underline sliding, an animated scroll: `moving`) comes to rest, so what a test reads or snapshots
+    next is the frame at rest, not one in flight."""
+    give_up = time.monotonic() + SETTLE_WAIT_S
     for i in itertools.count():
         try:
             await pilot.app.workers.wait_for_complete()
@@ -36,7 +41,7 @@ async def settle(pilot: Pilot) -> None:
         idle = not any(w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in pilot.app.workers)
         started = getattr(pilot.app, "startup_finished", True)
         # (A live source's worker never ends: after 20 rounds the workers are not waited for any more.)
-        if (started and (idle or i >= 19)) or time.monotonic() > give_up:
+        if started and (idle or i >= 19):
             # What the app asked to do after the next refresh (call_after_refresh: e.g. the what-if
             # scrolling its answer into view once laid out) runs on the screen's update timer, which
             # an idle message queue does not wait for: wait for that refresh, and for the one after it
@@ -47,6 +52,7 @@ async def settle(pilot: Pilot) -> None:
             await pilot.pause()
             await come_to_rest(pilot)
             return
+        assert time.monotonic() < give_up, f"settle: the app's start-up did not finish in {SETTLE_WAIT_S:g} s"
         if i >= 19:
             await pilot.pause(0.01)
 
