@@ -15,6 +15,7 @@ from engine.errors import ContextPipeError
 from engine.wording import counted
 
 from .cli_common import ThemeOpt, _check_new_recording, _run_app, fail
+from .recording_open import not_a_pid
 
 
 def attach(
@@ -46,7 +47,7 @@ def attach(
         return
     target = parse_target(pid)
     if target is None:
-        fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)
+        fail(not_a_pid(pid), 2)
     if record is not None:
         # The save happens when the inspector exits: a path it cannot be written to lost the whole
         # session's capture then (a RecordingError traceback, "already exists: use RecordingWriter.resume()").

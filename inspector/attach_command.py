@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .option_check import check_theme
-from .recording_open import fail
+from .recording_open import fail, not_a_pid
 from .replay_argv import scan_plain, shell_completing
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def attach(pid: str, theme: str | None = None) -> None:
 
     target = parse_target(pid)
     if target is None:
-        fail(f"{pid!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them", 2)
+        fail(not_a_pid(pid), 2)
     check_theme(theme)  # (the plain path: typer's callback does it on the other)
     from inspector.sources.live_recording import open_live
 

@@ -68,7 +68,27 @@ def missing(path: str | Path, what: str = "file") -> str:
     (stdin, to many programs) is not here."""
     if str(path) == "-":
         return f"no such {what}: - (recordings are read from a file, not from stdin: give its path)"
-    return f"no such {what}: {path}{demo_hint(path)}"
+    return f"no such {what}: {path}{demo_hint(path)}{_pid_hint(path)}"
+
+
+def _pid_hint(path: str | Path) -> str:
+    """For a name that is a pid (`replay 1234`: the agent's pid, meant to be watched), what watches it."""
+    from engine.probe.runtime_dir import parse_target  # on the way out only
+
+    if parse_target(str(path)) is None:
+        return ""
+    return f" (an agent's pid? `cp-inspect attach {path}` watches it)"
+
+
+def not_a_pid(given: str) -> str:
+    """`attach`'s error for something that is not PID or PID.SESSION; for a file there (a recording given
+    to `attach`), what opens it."""
+    text = f"{given!r} is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them"
+    try:
+        is_file = Path(given).is_file()
+    except OSError:  # (a name too long for the system, a directory we may not enter)
+        is_file = False
+    return text + (f"; to step through the recording {given}: cp-inspect replay {given}" if is_file else "")
 
 
 def trajectory_hint(path: Path) -> str | None:
