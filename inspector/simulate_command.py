@@ -357,11 +357,10 @@ def render_policies(reports: list[SimulationReport], room: int | None = None) ->
     lines = wrapped(head, room)
     for line, rs in _grouped(reports, lambda r: r.prices_line()).items():
         lines += wrapped(f"  {line}{which(rs)}", room, "    ")
-    for r in reports:
-        if r.calibration != 1.0:
-            lines += wrapped(
-                f"  token counts calibrated to the provider's (x{r.calibration:.3f} on {r.source})", room, "    "
-            )
+    calibrated = [r for r in reports if r.calibration != 1.0]
+    for ratio, rs in _grouped(calibrated, lambda r: f"x{r.calibration:.3f}").items():
+        on = "every recording" if many and len(rs) == len(reports) else ", ".join(r.source for r in rs)
+        lines += wrapped(f"  token counts calibrated to the provider's ({ratio} on {on})", room, "    ")
     lines.append("")
     cols = (
         "policy",
@@ -399,10 +398,20 @@ def render_policies(reports: list[SimulationReport], room: int | None = None) ->
     notes: dict[str, list[SimulationReport]] = {}
     for r in reports:
         for n in dict.fromkeys(r.notes):
-            notes.setdefault(n, []).append(r)
+            notes.setdefault(_shared_note(n, r) if many else n, []).append(r)
     for n, rs in notes.items():
-        lines += wrapped(f"note: {n}" + (f" ({', '.join(r.source for r in rs)})" if many else ""), room)
+        lines += wrapped(f"note: {n}{which(rs)}", room)
     return "\n".join(lines)
+
+
+def _shared_note(note: str, r: SimulationReport) -> str:
+    """A recording's note as several recordings share it: its calibration ratio, which the head already
+    gives for each, left out. Nine recordings' table was followed by nine notes that differed only in
+    that ratio, each naming its file after it, and every note that applied to all of them named all nine."""
+    scaled = f"token counts scaled by {r.calibration:.3f}: "
+    if r.calibration != 1.0 and note.startswith(scaled):
+        return "token counts scaled by each recording's ratio above: " + note[len(scaled) :]
+    return note
 
 
 def _grouped(reports: list[SimulationReport], key: Any) -> dict[str, list[SimulationReport]]:
