@@ -28,7 +28,6 @@ from .app import InspectorApp
 from .messages import SourceDisconnected
 from .recording_open import warn
 from .sources import Source
-from .sources.live import LiveSource
 from .top_app import TopApp
 
 ANNOUNCE_S = 1.0  # how often the inspector looks for new sessions of the run (a snapshot copy: cheap)
@@ -140,11 +139,15 @@ class RunInspectorApp(InspectorApp):
         self.exit()
 
 
-def run_session_source(pid: int, session: int, timeout: float = 3.0) -> LiveSource:
-    """A session of a `cp-inspect run`'s proxy, read as `cp-inspect attach` reads an agent: the fold
-    stream (the proxy builds no trace for the inspector; the inspector rebuilds each turn's). The first
-    session and the later ones come through here, so they cannot be read two ways."""
-    return LiveSource(pid, timeout=timeout, session=session, fold=True)
+def run_session_source(pid: int, session: int, timeout: float = 3.0) -> Source:
+    """A session of a `cp-inspect run`'s proxy, read as `cp-inspect attach` reads an agent: the session's
+    recording followed (the proxy records every session, and sends a follower nothing a turn), else the
+    fold stream (the proxy builds no trace for the inspector; the inspector rebuilds each turn's); why a
+    recording is not followed is said on screen (the header's not_followed). The first session and the
+    later ones come through here, so they cannot be read two ways."""
+    from .sources.live_recording import open_live
+
+    return open_live(pid, session, timeout, fold=True)[0]
 
 
 def follow_run(

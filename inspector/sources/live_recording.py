@@ -223,12 +223,14 @@ class RecordingFollower(FileSource):
 
     def _file_trouble(self) -> str | None:
         """Why the file cannot be followed on, or None: cut shorter than what was read (truncated, or
-        rewritten from the start)."""
+        rewritten from the start). A file whose footer was read may lose it and no more: a proxy parks
+        an idle session's recording with its footer and cuts that off when the session calls again
+        (engine.capture.proxy.recorder_sessions), and the reader reads on from where the events end."""
         try:
             size = os.fstat(self.reader.fileno()).st_size
         except OSError as exc:
             return f"the recording cannot be read on ({exc.strerror or exc})"
-        if size < self.reader.seen_size:
+        if size < (self.reader.data_end if self.reader.finished else self.reader.seen_size):
             return f"the recording was cut to {size} bytes while it was followed"
         return None
 

@@ -176,20 +176,31 @@ async def _one_session(proxied: Proxied, turns: int) -> tuple[Any, Any]:
     return info, tap
 
 
-async def test_a_runs_first_session_is_read_on_the_fold_stream_as_attach_reads_it(
-    proxied: Proxied, rtdir: Path
-) -> None:
+async def test_a_runs_first_session_is_read_as_attach_reads_it(proxied: Proxied, rtdir: Path) -> None:
     # `cp-inspect run` opened its first session on the elided stream and its later ones on the fold
     # stream: the first session's proxy then built every turn's trace for the inspector. Both come
-    # through run_session_source now; attached, the session's pipeline has a client and none tracing.
+    # through run_session_source now, which reads as attach does: the session's recording followed
+    # (the proxy records it), nothing sent to the inspector a turn; without it, the fold stream.
+    from inspector.sources.live import LiveSource
+    from inspector.sources.live_recording import RecordingFollower
+
     pid = os.getpid()
     info, tap = await _one_session(proxied, 2)
     assert info.number == 1 and tap.pipe is not None and tap.pipe.probe is not None
     probe = tap.pipe.probe
     src = run_tui.run_session_source(pid, 1)
     try:
+        assert isinstance(src, RecordingFollower) and src.header["recording"] == os.path.abspath(info.path)
+        await asyncio.sleep(0.5)  # (an attached or tracing client would have said so by now)
+        assert probe.client_count == 0 and probe.tracing_clients == 0
+    finally:
+        src.close()
+    probe.follow_recording = False  # (a session whose recording may not be followed)
+    src = run_tui.run_session_source(pid, 1)
+    try:
+        assert type(src) is LiveSource
         await _until(lambda: probe.client_count == 1, 60)
-        await asyncio.sleep(0.5)  # (a tracing client would have said so by now)
+        await asyncio.sleep(0.5)
         assert probe.tracing_clients == 0
     finally:
         src.close()

@@ -71,11 +71,14 @@ class ProxyTap(Tap):
         if self.serve_probe:
             from engine.probe.server import ProbeServer
 
+            # The recording's own start time, model and provider: an inspector follows the file only when
+            # its header holds the hello's (inspector/sources/live_recording.py); a second clock() read differs.
+            recorded = pipe.recorder.header if pipe.recorder is not None else {}
             header = {
-                "model": model,
-                "provider": self.info.provider,
+                "model": recorded.get("model", model),
+                "provider": recorded.get("provider", self.info.provider),
                 "engine_version": ENGINE_VERSION,
-                "start_time": self.clock(),
+                "start_time": recorded.get("start_time", self.clock()),
                 "session": self.info.number,
                 # The key an agent's own probe header uses (Pipeline's hello): an inspector attached to a
                 # conversation that ended says where it is kept ("press s to save" saved a second copy).
@@ -86,6 +89,11 @@ class ProxyTap(Tap):
             }
             events = pipe.journal.events  # append-only: clients read it by index, no copy per client
             probe = ProbeServer(header, lambda: events, session=self.info.number)
+            # The session is recorded: an inspector may read its turns from that file rather than be sent
+            # them (engine.probe.handshake, "Following the recording"), as an agent's own recording probe.
+            # A parked file (its footer written, cut again when the session calls: recorder_sessions) is
+            # followed on (live_recording: a footer cut off is not a cut).
+            probe.follow_recording = pipe.recorder is not None
             try:
                 probe.start()
             except (ContextPipeError, OSError) as exc:  # the session is still recorded, only not served
