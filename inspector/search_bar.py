@@ -108,17 +108,24 @@ class SearchBar:
             assert app.viewer is not None
             trace = app.timeline.traces[change.index]
             app.viewer.reveal_when_shown(f"{change.section} · turn {trace['turn']} ·")
-        wrapped = ""
         if only:
             self.show(
                 f"turn {change.turn:,} is the only turn it enters or leaves the prompt: "
                 f"{describe(change, scan.query)}  ·  Esc clears"
             )
             return
+        wrapped = ""
         if message.wrapped:  # as `less` says it: the end was met, the search went on from the other end
-            end = app.timeline.traces[0 if message.direction > 0 else message.scanned - 1]["turn"]
-            wrapped = f"search wrapped to turn {end:,}  ·  "
-        self.show(f"{wrapped}turn {change.turn:,}: {describe(change, scan.query)}{keys}")
+            # After what was found, and saying why: "search wrapped to turn 0 · turn 11: ..." read as
+            # two answers, and at 80 columns cut what was found short.
+            origin = app.timeline.traces[message.origin]["turn"]
+            if message.direction < 0:
+                wrapped = f"  ·  wrapped: none before turn {origin:,}"
+            elif message.inclusive:
+                wrapped = f"  ·  wrapped: none from turn {origin:,} on"
+            else:
+                wrapped = f"  ·  wrapped: none after turn {origin:,}"
+        self.show(f"turn {change.turn:,}: {describe(change, scan.query)}{wrapped}{keys}")
 
     def escape(self) -> None:
         app = self.app

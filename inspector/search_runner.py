@@ -47,6 +47,7 @@ class SearchDone(Message):
     scanned: int
     total: int
     wrapped: bool = False  # none that way: `change` is the first (forward) or last (backward) of all
+    inclusive: bool = False  # the shown turn itself was searched too (a new query's first jump)
 
 
 class SearchRunner:
@@ -128,7 +129,9 @@ class SearchRunner:
                 if wrapped:
                     change = scan.changes[-1]
             app.post_message(
-                SearchDone(scan.query, direction, origin, change, scan.scanned, len(turns), wrapped)
+                SearchDone(
+                    scan.query, direction, origin, change, scan.scanned, len(turns), wrapped, inclusive
+                )
             )
 
         self.app.run_worker(work, thread=True, exclusive=True, group="search", exit_on_error=False)

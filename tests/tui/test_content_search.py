@@ -176,8 +176,11 @@ async def test_a_search_that_meets_the_end_wraps_as_less_does() -> None:
         await search(pilot, "latch")
         await settle(pilot)
         assert turn(app) == 11, bar(app)
-        assert bar(app).startswith(
-            "/latch  search wrapped to turn 0  ·  turn 11: 'latch' enters the prompt"
+        # What was found first, then that the search wrapped and why ("search wrapped to turn 0 · turn
+        # 11: ..." read as two answers, and at 80 columns left what was found cut short).
+        assert bar(app) == (
+            "/latch  turn 11: 'latch' enters the prompt in history  ·  wrapped: none from turn 39 on  ·  "
+            "f next, F previous, Esc clears"
         ), bar(app)
         await pilot.press("f")  # no wrap now: the next change after turn 11
         await settle(pilot)
@@ -190,10 +193,10 @@ async def test_a_search_that_meets_the_end_wraps_as_less_does() -> None:
         scan = app.search.scan
         assert scan is not None and scan.scanned == 40
         last = scan.changes[-1]
-        assert turn(app) == last.turn > 11 and "search wrapped to turn 39  ·  " in bar(app), bar(app)
+        assert turn(app) == last.turn > 11 and "  ·  wrapped: none before turn 0  ·  " in bar(app), bar(app)
         await pilot.press("f")  # from the last change, forward: round again to the first
         await settle(pilot)
-        assert turn(app) == 11 and "search wrapped to turn 0" in bar(app), bar(app)
+        assert turn(app) == 11 and f"  ·  wrapped: none after turn {last.turn}  ·  " in bar(app), bar(app)
 
         await search(pilot, "zqxjw")
         await settle(pilot)
@@ -229,9 +232,9 @@ async def test_live_a_search_at_the_newest_turn_wraps_to_the_first_change() -> N
         await search(pilot, "(step 5)")
         await until(pilot, lambda: "enters" in bar(app))
         assert turn(app) == 5, bar(app)
-        assert "search wrapped to turn 0  ·  turn 5: '(step 5)' enters the prompt in history" in bar(app), (
-            bar(app)
-        )
+        assert "turn 5: '(step 5)' enters the prompt in history  ·  wrapped: none from turn 19 on" in bar(
+            app
+        ), bar(app)
 
 
 async def test_a_second_query_goes_on_with_the_first_ones_pass() -> None:
