@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import typer
@@ -44,6 +44,7 @@ from tests.support.console_script import (
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
 SYNTHETIC = ROOT / "tests" / "fixtures" / "synthetic"
+T = TypeVar("T")
 
 # Each command's work, as the typer command and the direct path call it: (module, function name).
 WORK = {
@@ -474,6 +475,33 @@ def _start(
     )
 
 
+# The console script (SCRIPT, what `cp-inspect` runs) answers every case. The other entry, a console script
+# installed as `inspector.cli:app` before entry.py existed, reaches the same run_plain_command with typer
+# already imported (inspector/cli.py's CommandLine.__call__): what differs is the entry, not the command
+# line, so it answers one case of each command and each path there (read directly and done, read directly
+# and refused, left to typer): 35 cases, not 165 (each a process: ~30% of this file's CPU).
+LEGACY = next(e for e in ENTRIES if e != SCRIPT)
+_REFUSED = ("/no/such", "nosuch", "lots", "bogus", "-5", "xml", "pyproject.toml", "none", "empty", "bad")
+
+
+def _path(argv: list[str]) -> tuple[str, str]:
+    """The command (ctx's with its subcommand) and the path its line takes, for LEGACY's cases."""
+    command = " ".join(argv[:2]) if argv[0] == "ctx" else argv[0]
+    if plain_command(argv, {}) is None:
+        return command, "typer"
+    return command, "refused" if any(bad in " ".join(argv) for bad in _REFUSED) else "direct"
+
+
+def by_entry(cases: list[T]) -> list[tuple[T, str]]:
+    """(case, entry) for every case under SCRIPT and the first of each _path under LEGACY."""
+    first: dict[tuple[str, str], T] = {}
+    for case in cases:
+        argv: list[str] = case[0] if isinstance(case, tuple) else case  # type: ignore[assignment]
+        first.setdefault(_path(argv), case)
+    legacy = [c for c in cases if any(c is f for f in first.values())]
+    return [(c, SCRIPT) for c in cases] + [(c, LEGACY) for c in legacy]
+
+
 def _same_but_timing(text: str) -> str:
     return re.sub(r"\(\d+ ms\)", "(N ms)", text)  # verify's measured time
 
@@ -589,8 +617,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("entry", ENTRIES)
-@pytest.mark.parametrize("argv", CASES, ids=lambda a: " ".join(Path(t).name if "/" in t else t for t in a))
+def _case_id(argv: list[str]) -> str:
+    return " ".join(Path(t).name if "/" in t else t for t in argv)
+
+
+@pytest.mark.parametrize(("argv", "entry"), by_entry(CASES), ids=lambda c: c if isinstance(c, str) else _case_id(c))
 def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, tmp_path: Path) -> None:
     (tmp_path / "direct").mkdir()
     direct_run = _start(argv, entry, typer_dispatch=False, home=tmp_path / "direct")  # beside typer's
@@ -600,7 +631,7 @@ def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, t
         home.mkdir()
         typed = _start(argv, entry, typer_dispatch=True, home=home)()
         *err, mods = typed.stderr.replace(str(home), "HOME").splitlines()
-        written = {
+        written: dict[str, bytes] = {
             name: (home / name).read_bytes() for name in ("copy.cpsession", "cost.svg") if name in argv
         }
         return typed.returncode, err, mods, _same_but_timing(typed.stdout), written
@@ -788,11 +819,14 @@ CTX_CASES: list[tuple[list[str], str]] = [
 ]
 
 
-@pytest.mark.parametrize("entry", ENTRIES)
-@pytest.mark.parametrize(("argv", "stdin"), CTX_CASES, ids=[" ".join(a[1:]) for a, _ in CTX_CASES])
+@pytest.mark.parametrize(
+    ("case", "entry"), by_entry(CTX_CASES), ids=lambda c: c if isinstance(c, str) else " ".join(c[0][1:])
+)
 def test_the_ctx_commands_answer_and_store_as_under_typer(
-    argv: list[str], stdin: str, entry: str, tmp_path: Path, demo_store: Path
+    case: tuple[list[str], str], entry: str, tmp_path: Path, demo_store: Path
 ) -> None:
+    argv, stdin = case
+
     def start(side: str) -> Callable[[], subprocess.CompletedProcess[str]]:
         home = tmp_path / side
         home.mkdir()
@@ -837,9 +871,11 @@ EVAL_CASES: list[tuple[list[str], str]] = [
 ]
 
 
-@pytest.mark.parametrize("entry", ENTRIES)
-@pytest.mark.parametrize(("argv", "default"), EVAL_CASES, ids=[" ".join([*a[1:], d]) for a, d in EVAL_CASES])
-def test_eval_answers_as_under_typer(argv: list[str], default: str, entry: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "entry"), by_entry(EVAL_CASES), ids=lambda c: c if isinstance(c, str) else " ".join([*c[0][1:], c[1]])
+)
+def test_eval_answers_as_under_typer(case: tuple[list[str], str], entry: str, tmp_path: Path) -> None:
+    argv, default = case
     for name, fixture in (
         ("t", "mini_repr_strings.traj.json"),
         ("bad", "mini_bad_role.traj.json"),
