@@ -55,3 +55,9 @@ def salvage(file: Path, out: Path, force: bool = False) -> None:
     echo(f"wrote {out}: {counted(turns, 'complete turn')}, {counted(len(kept), 'event')}")
     if lost:
         echo(f"  dropped: {lost}")
+    elif r.finished:
+        # An intact, closed recording: the copy is the same session (said, where "wrote OUT: 93 complete
+        # turns" alone left the person looking for what had been wrong).
+        echo(f"  nothing was damaged: {file} was whole and closed; the copy holds every turn")
+    else:
+        echo(f"  nothing was damaged: {file} was only not closed (its writer stopped between two turns)")
