@@ -74,21 +74,19 @@ def test_reads_are_served_beside_another_process_batch(
     busy_writer: tuple[Path, subprocess.Popen[str]],
 ) -> None:
     path, proc = busy_writer
-    # A busy timeout far above the bound: a get that waited for the writer's lock would take all 20 s
-    # and then fail; one that does not wait is done well inside 10 s even on a loaded machine.
+    # The writer holds its lock until the test lets it commit (below): a get that waited for the lock
+    # would wait out the 20 s busy timeout and fail with StoreLockedError, so a get that returns did not
+    # wait (no clock bound: a loaded machine only makes the reads slower, never a wait).
     with ContextStore(path, timeout_s=20.0) as reader:
         recorded = reader.windows(reader.turn - 1)[-1]
         rows_before = (
             len(reader.recorded_turns()),
             reader.state.conn.execute("SELECT count(*) FROM windows").fetchone()[0],
         )
-        t0 = time.monotonic()
         fresh = reader.context_get(100_000, sticky=False, advance_turn=False)
         same = reader.context_get(100_000, advance_turn=False)  # sticky, nothing appended
-        elapsed = time.monotonic() - t0
         assert fresh.entries and same.mode == "sticky"
         assert same.text_hash == recorded["text_hash"]  # the lane's window, not a new one
-        assert elapsed < 10.0  # no busy wait (the timeout is 20 s)
         assert (
             len(reader.recorded_turns()),
             reader.state.conn.execute("SELECT count(*) FROM windows").fetchone()[0],

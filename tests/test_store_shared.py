@@ -71,7 +71,6 @@ def test_a_reader_opens_the_store_while_another_process_holds_the_write_lock(tmp
     # even open the store: StoreLockedError after its busy timeout, though WAL lets it read.
     import subprocess
     import sys
-    import time
 
     from engine.store import StoreLockedError
 
@@ -96,16 +95,15 @@ def test_a_reader_opens_the_store_while_another_process_holds_the_write_lock(tmp
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        t0 = time.monotonic()
         with ContextStore(path, timeout_s=0.5) as reader:
             assert reader.get(first).body == "the task"
             assert reader.expand(first) == "the task" and len(reader) == 1
             # Writing still waits for the lock, and says so.
             with pytest.raises(StoreLockedError):
                 reader.add("a write", Kind.USER)
-        # Reads at once, the write after its 0.5 s busy timeout (a loaded machine's slack on top; the old
-        # open waited out the timeout and failed with StoreLockedError).
-        assert time.monotonic() - t0 < 8.0
+        # Reads at once, the write after its 0.5 s busy timeout: the holder keeps its lock until the test
+        # ends, so a read that waited for it would have failed with StoreLockedError, as the old open did
+        # (no clock bound needed).
     finally:
         assert holder.stdin is not None
         holder.stdin.close()

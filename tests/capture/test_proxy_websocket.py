@@ -5,7 +5,6 @@ handshake over a real socket, written byte by byte as RFC 6455 4.1 gives it, and
 from __future__ import annotations
 
 import socket
-import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -26,8 +25,10 @@ HANDSHAKE = (
 )
 
 
-def _read_all(sock: socket.socket, limit: float = 5.0) -> bytes:
-    """Everything until the proxy closes the connection (a refused upgrade ends it)."""
+def _read_all(sock: socket.socket, limit: float = 30.0) -> bytes:
+    """Everything until the proxy closes the connection (a refused upgrade ends it). A connection the
+    proxy kept open would end at the server's keep-alive timeout (aiohttp's 75 s), past `limit`: the
+    recv then raises, so "closed at once" is told without a clock bound a loaded host could break."""
     sock.settimeout(limit)
     out = b""
     while True:
@@ -40,15 +41,12 @@ def _read_all(sock: socket.socket, limit: float = 5.0) -> bytes:
 def test_websocket_handshake_is_refused_with_426(proxied: Proxied, standin: StandIn) -> None:
     before = len(standin.requests)
     u = urlsplit(proxied.url)
-    t0 = time.monotonic()
-    with socket.create_connection((u.hostname, u.port), timeout=5) as sock:
+    with socket.create_connection((u.hostname, u.port), timeout=30) as sock:
         sock.sendall(HANDSHAKE.format(host=u.netloc).encode())
-        raw = _read_all(sock)
-    elapsed = time.monotonic() - t0
+        raw = _read_all(sock)  # (closed after the answer: no wait for a client or keep-alive timeout)
     head, _, body = raw.partition(b"\r\n\r\n")
     status, *headers = head.decode("latin-1").split("\r\n")
     assert status == "HTTP/1.1 426 Upgrade Required", raw[:200]
-    assert elapsed < 2.0  # at once, and the connection closed after it (no wait for a client timeout)
     lowered = {h.split(":", 1)[0].lower(): h.split(":", 1)[1].strip() for h in headers}
     assert lowered["connection"].lower() == "close"
     assert "sec-websocket-accept" not in lowered  # not a 101: the handshake is refused
