@@ -49,6 +49,8 @@ class Arrivals:
         self.released = False  # the first screen is complete: the rest of the load and the collector went on
         self.ended_asks = 0  # how often the app has asked how the agent ended (ask_agent_ended)
         self.ended_timer: Timer | None = None
+        self.ended_reason = ""  # the source's word for the end, said if how the agent ended is not learnt
+        self.kept_where = ""  # where the turns received are kept, for the toast at the end
 
     def turns_received(self, message: TurnsReceived) -> None:
         app = self.app
@@ -169,21 +171,31 @@ class Arrivals:
             # follower reads its open descriptor); the status line's banner says so too (no "recording").
             del app.source.header["recording"]
             where = f"the agent's recording {kept} was removed; press s to save them"
-        # The reason says who went and how ("agent pid 4242 disconnected", "connection lost: ..."): it leads,
-        # as a sentence. Wrapped in "Agent disconnected (...)" it read "Agent disconnected (agent pid 4242
-        # disconnected)".
-        reason = message.reason[:1].upper() + message.reason[1:]
+        self.kept_where = where
+        if app.agent_ended is not None and message.reason != FINISHED:
+            # The agent closes its socket a moment before its process ends (its probe flushes first, up
+            # to ~2 s): asked a few times a second until it has, for at most ENDED_WAIT_S. The toast waits
+            # for the answer: "Agent pid 4242 disconnected" over an agent that had run to its end read as
+            # a connection lost (it is said so only if the process is still there when the asking stops).
+            self.ended_asks = 0
+            self.ended_reason = message.reason
+            self.ended_timer = app.set_interval(ENDED_ASK_S, self.ask_agent_ended)
+        else:
+            self.say_kept(message.reason)
+
+    def say_kept(self, reason: str) -> None:
+        """The toast at the end of a live session: who went and how, the turns kept and where. The reason
+        leads, as a sentence ("agent pid 4242 disconnected", "connection lost: ...", "the agent's process
+        has ended"): wrapped in "Agent disconnected (...)" it read "Agent disconnected (agent pid 4242
+        disconnected)"."""
+        app = self.app
+        reason = reason[:1].upper() + reason[1:]
         app.notify(
-            f"{reason}. {counted(len(app.timeline), 'turn')} kept; {where}.",
+            f"{reason}. {counted(len(app.timeline), 'turn')} kept; {self.kept_where}.",
             severity="warning",
             timeout=8,
             markup=False,
         )
-        if app.agent_ended is not None and message.reason != FINISHED:
-            # The agent closes its socket a moment before its process ends (its probe flushes first, up
-            # to ~2 s): asked a few times a second until it has, for at most ENDED_WAIT_S.
-            self.ended_asks = 0
-            self.ended_timer = app.set_interval(ENDED_ASK_S, self.ask_agent_ended)
 
     def ask_agent_ended(self) -> None:
         app = self.app
@@ -196,7 +208,8 @@ class Arrivals:
         app.agent_ended = None  # said once
         if ended in (FINISHED, EXITED, SESSION_ENDED):
             app.disconnected = ended  # the status line: "Agent exited" (in the success colour for status 0)
-        elif ended is not None:
+        self.say_kept(ended if ended in (FINISHED, EXITED, SESSION_ENDED) else self.ended_reason)
+        if ended is not None and ended not in (FINISHED, EXITED, SESSION_ENDED):
             app.notify(
                 ended[:1].upper() + ended[1:],
                 title="the agent failed",

@@ -66,11 +66,13 @@ def process_ended(pid: int, session: int | None = None) -> Callable[[], str | No
     once process `pid` is gone (or a zombie its parent has not reaped), status.SESSION_ENDED for a
     `session` of it (PID.N: the process was the proxy or the parent agent serving it), None while it runs
     (its probe closed, or the connection was lost: "Agent disconnected" stays). `attach` is not the
-    agent's parent, so the status it exited with is not known here."""
+    agent's parent, so the status it exited with is known only while its parent has not reaped it (a
+    zombie's exit code, in /proc): then it is said as `cp-inspect run` and `demo` say their agent's."""
 
     def ended() -> str | None:
         import os
 
+        status = None
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -80,16 +82,45 @@ def process_ended(pid: int, session: int | None = None) -> Callable[[], str | No
         else:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as f:
-                    zombie = f.read().rsplit(b")", 1)[-1].split()[:1] == [b"Z"]
+                    fields = f.read().rsplit(b")", 1)[-1].split()
             except OSError:
-                zombie = False
-            if not zombie:
+                fields = []
+            if fields[:1] != [b"Z"]:
                 return None
-        from .status import EXITED, SESSION_ENDED  # (the inspector's: textual is loaded by then)
+            status = _exit_status(fields)
+        from .status import EXITED, FINISHED, SESSION_ENDED  # (the inspector's: textual is loaded by then)
 
-        return EXITED if session is None else SESSION_ENDED
+        if session is not None:
+            return SESSION_ENDED
+        return EXITED if status is None else FINISHED if status == 0 else _said(status)
 
     return ended
+
+
+# /proc/PID/stat's exit_code (field 52, Linux 3.5 on), counted from the state (field 3).
+_EXIT_CODE_FIELD = 52 - 3
+
+
+def _exit_status(fields: list[bytes]) -> int | None:
+    """A zombie's exit status from its /proc/PID/stat fields after the name (waitpid's form: the code in
+    the high byte, or the signal in the low 7 bits), or None where the kernel does not say it."""
+    try:
+        return int(fields[_EXIT_CODE_FIELD])
+    except (IndexError, ValueError):
+        return None
+
+
+def _said(status: int) -> str:
+    """How an agent that exited with a waitpid `status` other than 0 ended, as `run` says it."""
+    import signal
+
+    sig = status & 0x7F
+    if sig:
+        try:
+            return f"the agent was ended by {signal.Signals(sig).name}"
+        except ValueError:
+            return f"the agent was ended by signal {sig}"
+    return f"the agent exited with status {status >> 8}"
 
 
 def run_live(source: Source, theme: str | None, agent_ended: Callable[[], str | None] | None = None) -> None:

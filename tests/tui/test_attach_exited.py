@@ -14,7 +14,7 @@ import pytest
 from inspector.app import InspectorApp
 from inspector.attach_command import process_ended
 from inspector.sources.live import LiveSource
-from inspector.status import EXITED, SESSION_ENDED
+from inspector.status import EXITED, FINISHED, SESSION_ENDED
 from tests.support.served_agent import assert_said_to_have_exited, served_agent
 
 
@@ -28,7 +28,7 @@ def test_process_ended_while_it_runs_as_a_zombie_and_once_reaped() -> None:
         give_up = time.monotonic() + 30
         while ended() is None and time.monotonic() < give_up:
             time.sleep(0.02)  # exited, not reaped yet: a zombie is gone for the person too
-        assert ended() == EXITED
+        assert ended() == FINISHED  # (and its exit status is known until it is reaped: 0)
     finally:
         child.wait()
     assert ended() == EXITED  # reaped
