@@ -6,12 +6,13 @@ The most recent `keep_recent_results` stay intact, and a circuit breaker caps to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from itertools import islice
 
-from engine.artifacts import Message, ToolResult
+from engine.artifacts import Message, SectionItem, ToolResult
 from engine.assembly import Assembly, Measure
-from engine.optimize.context import OptimizeContext, RuleOutcome
+from engine.optimize.context import OptimizeContext, OptimizeLimits, RuleOutcome
 from engine.optimize.history_scans import carried_results
 from engine.types import Form, SectionKind
 
@@ -40,20 +41,21 @@ def _cleared(msg: Message, j: int, m: Measure) -> tuple[Message | None, int]:
     return replace(msg, parts=tuple(parts), sha=""), before - m.part(new_part)
 
 
-def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
-    m = ctx.measure
-    idx = next((i for i, s in enumerate(asm) if s.kind == SectionKind.HISTORY), None)
-    if idx is None:
-        return RuleOutcome(asm, False, "no history section")
-    hist = asm[idx]
-    # Every full result's place, oldest first: carried from last turn's history (wave 1 hands this
-    # rule the whole raw history every turn; only the appended messages are read).
-    positions, found = carried_results(m, hist.items)  # (the first `found` of `positions`)
-    keep_n = ctx.limits.keep_recent_results
+def clear_places(
+    raw: Sequence[SectionItem],
+    positions: Sequence[tuple[int, int]],
+    found: int,
+    m: Measure,
+    limits: OptimizeLimits,
+) -> tuple[dict[int, Message], list[tuple[int, int]], int, int, bool]:
+    """What the rule clears in the history `raw`, whose full results are the first `found` of
+    `positions` (message index, part index; oldest first): (the cleared messages by index, the places
+    cleared in order, the tokens that frees, how many results, whether the circuit breaker stopped it).
+    simulate's wave-1 lane (engine/sim/wave1_lane.py) asks it of the conversation without a tuple of it."""
+    keep_n = limits.keep_recent_results
     # Clear in batches: the boundary moves CLEAR_BATCH results at a time, so the cache breaks once
     # per batch instead of every turn as the oldest kept result slides forward.
     n = max(0, found - keep_n)
-    raw = hist.items
     saved = 0
     cleared = 0
     tripped = False
@@ -78,13 +80,26 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
         new_msg, gain = got
         if new_msg is None:
             continue
-        if saved + gain > ctx.limits.max_clear_tokens:
+        if saved + gain > limits.max_clear_tokens:
             tripped = True
             break
         done[i] = new_msg
         at.append((i, j))
         saved += gain
         cleared += 1
+    return done, at, saved, cleared, tripped
+
+
+def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
+    m = ctx.measure
+    idx = next((i for i, s in enumerate(asm) if s.kind == SectionKind.HISTORY), None)
+    if idx is None:
+        return RuleOutcome(asm, False, "no history section")
+    hist = asm[idx]
+    # Every full result's place, oldest first: carried from last turn's history (wave 1 hands this
+    # rule the whole raw history every turn; only the appended messages are read).
+    positions, found = carried_results(m, hist.items)  # (the first `found` of `positions`)
+    done, at, saved, cleared, tripped = clear_places(hist.items, positions, found, m, ctx.limits)
     if cleared == 0:
         reason = f"circuit breaker: max_clear_tokens={ctx.limits.max_clear_tokens}" if tripped else ""
         return RuleOutcome(asm, False, "nothing old enough to clear", reason_not_applied=reason)
@@ -92,6 +107,7 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
     # to the history it was cleared from: then it is that history and what was appended (cleared past
     # it), one copy of the conversation, not a list of it, the tuple and the list freed (O(session) a
     # turn, three passes over every message).
+    raw = hist.items
     before = m.cleared_before(raw, at)
     k = 0 if before is None else len(before)
     tail = list(raw[k:])

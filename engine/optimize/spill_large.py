@@ -38,6 +38,13 @@ def _spill(ctx: OptimizeContext, text: str, tokens: int) -> SpillReference | Non
 
 
 def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
+    return spill_sections(asm, ctx)
+
+
+def spill_sections(asm: Assembly, ctx: OptimizeContext, history: bool = True) -> RuleOutcome:
+    """The rule; with `history=False`, a history section is left as it is, unread (for a caller that
+    knows it holds no full tool result over the threshold: simulate's wave-1 lane,
+    engine/sim/wave1_lane.py, which would otherwise scan a new window's history every turn)."""
     if ctx.spill is None and not ctx.dry_run:
         return RuleOutcome(asm, False, "", reason_not_applied="no spill backend configured")
     m = ctx.measure
@@ -63,7 +70,7 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
             continue
         # Messages before the first one holding an over-limit result have nothing to spill: skip them
         # with one (remembered, incremental) scan instead of looking at the whole history every turn.
-        first = m.first_over(s.items, limit)
+        first = m.first_over(s.items, limit) if history else len(s.items)
         if first >= len(s.items):
             out.append(s)
             continue

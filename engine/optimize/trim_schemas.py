@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from engine.artifacts import Message, ToolSchema
-from engine.assembly import Assembly
+from engine.assembly import Assembly, Measure
 from engine.optimize.context import OptimizeContext, RuleOutcome
 from engine.optimize.history_scans import carried_names
 from engine.types import Form, SectionKind
@@ -33,7 +35,12 @@ def carried_used(asm: Assembly, ctx: OptimizeContext) -> set[str]:
 
 
 def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
-    used = carried_used(asm, ctx)
+    return keep_used(asm, carried_used(asm, ctx), ctx.measure)
+
+
+def keep_used(asm: Assembly, used: Set[str], m: Measure) -> RuleOutcome:
+    """The rule's outcome when the tools called in the history are `used` (simulate's wave-1 lane,
+    engine/sim/wave1_lane.py, knows the whole conversation's without its tuple)."""
     out = []
     dropped: list[str] = []
     saved = 0
@@ -47,9 +54,9 @@ def apply(asm: Assembly, ctx: OptimizeContext) -> RuleOutcome:
             out.append(s)
             continue
         gone = [i for i in s.items if i not in keep]
-        saved += ctx.measure.items(gone)
+        saved += m.items(gone)
         dropped += [i.name for i in gone if isinstance(i, ToolSchema)]
-        out.append(s.with_items(keep, Form.TRIMMED, ctx.measure.items(gone)))
+        out.append(s.with_items(keep, Form.TRIMMED, m.items(gone)))
     if not dropped:
         return RuleOutcome(asm, False, "every schema is in use")
     return RuleOutcome(tuple(out), True, f"dropped unused schemas: {', '.join(sorted(dropped))}", saved)

@@ -44,6 +44,7 @@ from engine.providers.base import Block
 from engine.providers.policy import cache_policy
 from engine.sim.block_layout import BlockLayout
 from engine.sim.closed_cut import ClosedCut
+from engine.sim.wave1_lane import Wave1Lane
 from engine.types import SectionKind
 
 if TYPE_CHECKING:
@@ -249,7 +250,12 @@ class SimBuilder:
     closed builds against)."""
 
     def __init__(
-        self, pipe: Pipeline, closed_fast: bool = True, carry_cut: bool = True, held: bool = True
+        self,
+        pipe: Pipeline,
+        closed_fast: bool = True,
+        carry_cut: bool = True,
+        held: bool = True,
+        wave1_lane: bool = True,
     ) -> None:
         self.pipe = pipe
         self._serializers: dict[str, BlockSerializer] = {}
@@ -264,6 +270,9 @@ class SimBuilder:
         # Per cost_aware column (by config): what its last turn leaves for a held turn to extend
         # (engine/pipeline_held_lane.py); None when `held` is False (every such turn through Pipeline.decide).
         self._held: dict[int, held_lane.Held] | None = {} if held else None
+        # The wave-1 column's builds from the conversation's running sums (wave1_lane.py); None: every
+        # such build through Pipeline.decide (the reference the tests hold it to).
+        self._wave1_lane = Wave1Lane() if wave1_lane and closed_fast else None
 
     def build(
         self,
@@ -304,6 +313,12 @@ class SimBuilder:
             return SimBuilt(
                 blocks, actions, list(pipe.flipped), the_plan.ceiling, None, res.asm, m, rest, own
             )
+        if self._wave1_lane is not None and apart is None and cfg.policy.name == WAVE1:
+            lane = self._wave1_lane.build(pipe, bound, cfg)
+            if lane is not None:
+                sent, marks, steps, ceiling = lane
+                # Wave 1 keeps no compaction state (decide hands back None).
+                return SimBuilt(ser.blocks(sent, marks, m), steps, list(pipe.flipped), ceiling, None, sent, m)
         lanes = self._held if apart is None else None
         if lanes is not None:
             carried = lanes.pop(id(cfg), None)
