@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
-from engine.artifacts import ToolCall, ToolResult
+from engine.artifacts import Text, ToolCall, ToolResult
 from engine.errors import ConfigError, ContentError, UnpairedToolResultError
 from engine.pipeline_guard import _journals
 from engine.pipeline_registration import Registration
@@ -210,6 +210,29 @@ class Conversation(Registration):
         finally:
             self._call_hint = _NO_HINT
         return calls
+
+    @_journals
+    def edit_text(self, index: int, text: str) -> bool:
+        """The agent edited the text of message `index` of the history where it stood (a reply reworded
+        before the conversation was sent again): from here on the history holds the edit, and requests
+        send it. Its thinking, tool calls, results and media stay as they were. One `edit` event, which a
+        replay and simulate fold alike; the next request is built afresh from the edited history (the
+        cache breaks there, as it did for the agent). False, and nothing journaled, when the text is
+        already that, or the message is behind the compaction's cut and written to disk (what is sent in
+        its place is the compaction's)."""
+        if type(index) is not int or not 0 <= index < len(self.history):
+            raise ConfigError(f"edit_text({index!r}): no such message (the history holds {len(self.history)})")
+        if type(text) is not str:
+            raise ContentError(f"edit_text({index}, ...): the text is a {type(text).__name__}, not a str")
+        if not self.history.held(index):  # behind the cut, on disk: not sent, not rewritten
+            return False
+        old = self.history[index]
+        if "".join(p.text for p in old.parts if isinstance(p, Text)) == text:
+            return False
+        ev: Event = {"k": "edit", "turn": self.turn, "at": index, "h": self._blob(text) if text else ""}
+        self.fold(ev)
+        self.journal.append(ev)
+        return True
 
     def _check_answered(self, before: str) -> None:
         """Raise when the newest assistant message made a call that has no result yet: both providers

@@ -176,6 +176,8 @@ class Folding(Assembling):
             self.emergent.push(ev["list"], self._text(ev["h"]), ev["turn"])
         elif k == "summary":
             self.summaries[ev["in"]] = self._text(ev["h"])
+        elif k == "edit":  # (last: an agent's edit of its history is rare)
+            self._edit(ev)
 
     def _learn_usage(self, u: Usage, estimated: int | None) -> None:
         """What folding a usage event teaches the statistics (record_usage does it with the Usage it
@@ -227,6 +229,38 @@ class Folding(Assembling):
             self.journal.blobs.evict(_blob_hashes(moved, self._blob_of))
             self.measure.forget(moved)
             self.counter.forget(p.sha for m in moved for p in m.parts)
+
+    def _edit(self, ev: Event) -> None:
+        """An `edit` event (Pipeline.edit_text): message `at` of the history with its text replaced by
+        blob `h` (its thinking, calls, results and media kept, in their places). What was carried from
+        turn to turn for speed assumed the history only grows (the lanes extend the last request, the
+        memos sum and link its prefix): all of it is dropped, and the next request is built afresh."""
+        i = ev["at"]
+        old = self.history[i]
+        text = self._part({"t": "text", "h": ev["h"]}) if ev["h"] else None
+        parts: list[Part] = []
+        for p in old.parts:
+            if isinstance(p, Text):
+                if text is not None:
+                    parts.append(text)
+                    text = None
+            else:
+                if text is not None and not isinstance(p, Thinking):  # (a reply's text after its thinking)
+                    parts.append(text)
+                    text = None
+                parts.append(p)
+        if text is not None:
+            parts.append(text)
+        msg = Message(old.role, tuple(parts))
+        if not self.history.replace(i, msg):
+            return
+        for notes, holds in ((self._empty_msgs, sends_nothing), (self._silent_errors, silent_error)):
+            if i in notes:
+                notes.remove(i)
+            if holds(msg.parts):
+                notes.append(i)
+                notes.sort()
+        self.drop_caches()  # type: ignore[attr-defined]  # (Building's, a stage above this one)
 
     def _part(self, p: dict[str, Any]) -> Part:
         t = p["t"]

@@ -174,7 +174,14 @@ def to_text(
             f"engine had and {rw['replaced']} of the agent's own (summaries, edits) in place of {rw['dropped']} "
             f"it dropped, then {rw['new']} new; the engine kept its whole history and took the new ones"
         )
-        if rw.get("edited"):  # messages edited where they stood (engine.capture.tap_rewrite)
+        if rw.get("applied"):  # replies edited where they stood, taken by the engine (Pipeline.edit_text)
+            turns = [t for t in rw.get("edited_turns", ()) if t >= 0]
+            which = f" (the replies of turns {', '.join(map(str, turns))})" if turns else ""
+            lines.append(
+                f"  ({counted(rw['edited'], 'earlier message')} edited in place: the engine's history holds "
+                f"{counted(rw['applied'], 'edit')}{which}, as the request sent them)"
+            )
+        elif rw.get("edited"):  # messages edited where they stood (engine.capture.tap_rewrite)
             lines.append(
                 f"  ({counted(rw['edited'], 'earlier message')} edited in place: the request sent the edits, the "
                 "engine keeps the originals, not both)"

@@ -64,6 +64,7 @@ class TapConversations(TapState):
             "pipe": None,
             "feeder": None,
             "fed": [],
+            "fed_at": [],
             "reply_fed": False,
             "actual": None,
             "tools_seen": (),

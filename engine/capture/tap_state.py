@@ -28,6 +28,7 @@ CONVERSATION_STATE = (
     "pipe",
     "feeder",
     "fed",
+    "fed_at",
     "reply_fed",
     "actual",
     "tools_seen",
@@ -71,6 +72,10 @@ class TapState:
         self.pipe: Pipeline | None = None
         self.feeder: _Feeder | None = None
         self.fed: list[MessageRec] = []
+        # Where each reply of `fed` is in the engine's history, and the turn it answered (None: not a
+        # reply, or its place unknown after the agent rewrote its history): an edit of it is the engine's
+        # edit of that message (Pipeline.edit_text; see TapSteps._edit_replies)
+        self.fed_at: list[tuple[int, int | None] | None] = []
         self.reply_fed = False  # the last of `fed` is a reply (after()), not a message the agent sent
         self.choices_asked = 1  # the choices (`n`) the request being journaled asked for
         self.actual: ActualRecorder | None = None

@@ -5,6 +5,7 @@ outcome (`after`): the reply, its usage, what the trace keys say of the call.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY
@@ -89,8 +90,9 @@ class TapSteps(TapConversations):
             self.tools_seen = tools
         # Feed only what is new since the last call.
         n = len(self.fed)
-        rewrite: dict[str, int] | None = None
+        rewrite: dict[str, Any] | None = None
         edits = None if msgs[:n] == self.fed else in_place(self.fed, msgs)
+        at = self.fed_at[:n]
         if msgs[:n] == self.fed or edits == 0:
             # (edits == 0: the history as fed but for the replies' reasoning, which DeepSeek's reasoner
             # refuses back: fed again from the last reply on, every reply was in the history twice)
@@ -100,12 +102,19 @@ class TapSteps(TapConversations):
             # tool call and answers it with a format error): the rest continues what was fed. The engine
             # keeps the reply, as it keeps every reply it is told of; fed whole, every message was twice.
             start = n - 1
+            at = at[:start]
         else:
             start, rewrite = rewritten(self.fed, msgs)
+            if edits:  # replies edited where they stood: the engine's history takes each edit
+                rewrite.update(self._edit_replies(msgs))
+            else:  # (a compaction: the agent's own messages before `start`, none of them the engine's)
+                at = [None] * start
+        hist = self.pipe.history
         for m in msgs[start:]:
             self.feeder.feed(m)
+            at.append((len(hist) - 1, None) if m.role == "assistant" and m.content else None)
         self.feeder.before_request()
-        self.fed = list(msgs)
+        self.fed, self.fed_at = list(msgs), at
         self.reply_fed = False
         key = body.get("prompt_cache_key")
         self.prompt_cache_key = key if isinstance(key, str) else None
@@ -113,7 +122,9 @@ class TapSteps(TapConversations):
         # The turn this request becomes: the pipeline's own counter, so a call whose response never
         # came back (an abandoned stream) cannot file the next one under its number.
         self.actual.record(self.pipe.turn, call)
-        self._plan()
+        req = self._plan()
+        if rewrite is not None and rewrite.get("edited_turns") is not None and rewrite.get("applied"):
+            self._edit_break(req, rewrite["edited_turns"])
         self.feeder.note_media()  # the images of its new messages, and on what each count rests
         if self.branch is not None:
             self.pipe.annotate(BRANCH_KEY, self.branch)
@@ -134,7 +145,35 @@ class TapSteps(TapConversations):
             self.pipe.annotate("tap_errors", self.stats.errors)
         self.stats.journaled += 1
 
-    def _plan(self) -> None:
+    def _edit_replies(self, msgs: list[MessageRec]) -> dict[str, Any]:
+        """The replies of the request `msgs` the agent edited where they stood (engine.capture.tap_rewrite
+        .in_place): each one whose text alone changed (its calls, thinking and images as fed) is edited
+        in the engine's history too (Pipeline.edit_text: one `edit` event), so its requests send what
+        the agent's do. What the trace's REWRITE_KEY adds: how many the engine took (`applied`) and the
+        turns whose replies they were (`edited_turns`; -1 for a reply the agent's own request brought)."""
+        assert self.pipe is not None
+        applied, turns = 0, []
+        for i, (old, new) in enumerate(zip(self.fed, msgs, strict=False)):
+            where = self.fed_at[i] if i < len(self.fed_at) else None
+            if old == new or old.role != "assistant" or where is None:
+                continue
+            if replace(old, content=new.content) != new or not new.content:
+                continue  # (its calls, thinking or images changed too: the engine keeps the original)
+            if self.pipe.edit_text(where[0], new.content):
+                applied += 1
+                turns.append(-1 if where[1] is None else where[1])
+        return {"applied": applied, "edited_turns": sorted(set(turns))}
+
+    def _edit_break(self, req: Any, turns: list[int]) -> None:
+        """The cache break an edit made, named for what made it: the agent, not a step of the engine."""
+        assert self.pipe is not None
+        brk = req.trace.get("cache_break") if req is not None else None
+        if isinstance(brk, dict) and brk.get("section") == "history":
+            said = [f"turn {t}'s reply" for t in turns if t >= 0] or ["an earlier reply"]
+            cause = f"history rewritten by the agent: {', '.join(said)} edited"
+            self.pipe.annotate("cache_break", {**brk, "cause": cause})
+
+    def _plan(self) -> Any:
         """The shadow plan of the request just journaled. One that cannot fit the window the tap was given
         (DEFAULT_WINDOW, 128k, when the model's own is 200k, 400k or 1M) even with all history evicted
         (a single tool output of 150k tokens) was accepted by a model with a larger window: the plan's
@@ -143,11 +182,10 @@ class TapSteps(TapConversations):
         assert self.pipe is not None
         for _ in range(_GROW_WINDOW):
             try:
-                self.pipe.next_request()
-                return
+                return self.pipe.next_request()
             except BudgetExceededError:
                 self.pipe.set_window(self.pipe.config.window * 2)
-        self.pipe.next_request()
+        return self.pipe.next_request()
 
     def after(self, response: Any) -> None:
         assert self.pipe is not None and self.feeder is not None
@@ -216,6 +254,8 @@ class TapSteps(TapConversations):
             # it and, from the next request, the one kept, every turn. The next request brings it.)
             self.feeder.feed(msg)
             self.fed.append(msg)
+            # (where it is in the engine's history, and the turn it answered: an edit of it is told so)
+            self.fed_at.append((len(self.pipe.history) - 1, self.pipe.turn - 1) if msg.content else None)
             self.reply_fed = True
             asked = self._asked
             if asked is not None and asked[0] == self._conv.number and len(self.fed) == len(asked[2]) + 1:

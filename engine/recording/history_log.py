@@ -86,12 +86,36 @@ class HistoryLog(Sequence[Message]):
         self._file: SpillFile | None = None
         self._parked = _Parked()
         self._fixed = False  # the task's end (lo) is set
+        self.edits = 0  # messages replaced (replace): 0 while the log has only been appended to
         self.spill_error: str | None = None
         self._retry_at = 0
 
     # ---------------------------------------------------------------- writing
     def append(self, msg: Message) -> None:
         self._tail.append(msg)
+
+    def held(self, i: int) -> bool:
+        """Whether message `i` is held in memory (not written to disk behind the cut)."""
+        return i < self._lo or i >= self._base
+
+    def replace(self, i: int, msg: Message) -> bool:
+        """Put `msg` where message `i` is (an agent's edit of its own history: Pipeline.edit_text), if that
+        message is in memory; False when it is written to disk (behind the compaction's cut: what is sent
+        in its place is the compaction's, and the file is not rewritten). The only change to the history
+        that is not an append."""
+        if not 0 <= i < self._base + len(self._tail):
+            raise IndexError(f"message {i} of {len(self)}")
+        # (into new lists: a reader of whole()'s list, or a snapshot's, keeps what it read)
+        if i < self._lo:
+            self._head = list(self._head)
+            self._head[i] = msg
+        elif i >= self._base:
+            self._tail = list(self._tail)
+            self._tail[i - self._base] = msg
+        else:
+            return False
+        self.edits += 1
+        return True
 
     def release(self, lo: int, upto: int) -> list[Message]:
         """Move messages [max(lo, written), upto) to disk when at least `chunk` of them can go; the
@@ -365,6 +389,7 @@ class HistoryLog(Sequence[Message]):
         c._starts, c._offs, c._crcs = list(self._starts), list(self._offs), list(self._crcs)
         c._file, c.spill_error, c._retry_at = self._file, self.spill_error, self._retry_at
         c._parked = self._parked
+        c.edits = self.edits
         return c
 
     def park(self) -> bool:

@@ -5,8 +5,9 @@ reworded where it stood. That request did not extend the last one, and the edite
 last message the engine knew, so it was fed as new: the engine's history held the original reply and
 the edited one both (and a reply left out, as mini-swe-agent leaves one, was the other reading of the
 same request). Now an edit in place is a rewrite of the history: the as-sent request is journaled as
-sent (the edit in it), the engine keeps the original once and takes only what follows,
-and the turn's trace and `explain` say which messages were edited.
+sent (the edit in it), the engine's history holds the reply once, as edited (an `edit` event of the
+message fed as it came: tests/capture/test_edited_reply_history.py), takes only what follows, and the
+turn's trace and `explain` say which messages were edited.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def _sent_texts(path: Path, turn: int) -> list[str]:
 
 def _check(path: Path, reply_texts: list[str]) -> None:
     fed = _fed_texts(path)
-    assert fed.count(FIRST) == 1 and EDITED not in fed, fed  # the original once, the edit not fed again
+    # the reply fed once as it came, the edit not fed again (it is an `edit` of that message)
+    assert fed.count(FIRST) == 1 and EDITED not in fed, fed
+    assert len([e for e in events_of(path) if e["k"] == "edit"]) == 1
     for t in reply_texts:
         assert fed.count(t) == 1, (t, fed)
     assert EDITED in _sent_texts(path, 1)  # what the agent sent is the edited history
@@ -63,7 +66,7 @@ def _check(path: Path, reply_texts: list[str]) -> None:
     verify_ok(path)
     res = CliRunner().invoke(app, ["explain", str(path), "--turn", "1"])
     assert res.exit_code == 0, res.output
-    assert "(1 earlier message edited in place: the request sent the edits, the engine keeps the originals" in res.stdout
+    assert "(1 earlier message edited in place: the engine's history holds 1 edit (the replies of turns 0)" in res.stdout
 
 
 def test_an_edited_reply_through_the_proxy_openai(proxied: Proxied, standin: StandIn) -> None:

@@ -170,7 +170,7 @@ class RecorderSessions:
             tap.close()  # finishes its recording (reopened for the moment if it was parked)
         except Exception as exc:
             log.warning("proxy recorder: closing session %s: %s", info.number, exc)
-        tap.pipe, tap.feeder, tap.actual, tap.fed = None, None, None, []
+        tap.pipe, tap.feeder, tap.actual, tap.fed, tap.fed_at = None, None, None, [], []
         if self.sessions.get(info.slot, (None, None))[1] is tap:
             del self.sessions[info.slot]
         self._by_number.pop(info.number, None)

@@ -1,0 +1,76 @@
+"""Pipeline.edit_text: an agent's edit of an earlier message, one `edit` event, and the requests after it
+those of the same conversation never edited.
+
+The history was append-only, and what the engine carries from turn to turn for speed (the express
+lane extending the last request, the memos of its prefix, the running token count) assumed it. A
+session of twelve steady turns edits turn 0's reply before turn 6: every request from there on is
+byte-identical to that of a session whose reply was the edited text from the start, unobserved (the
+lanes on) and recording alike; the recording replays to the same hashes, and the edit is one event.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.errors import ConfigError
+from engine.pipeline import Pipeline
+from engine.recording.cpsession import RecordingReader
+from engine.recording.journal import unpack_event
+from engine.recording.replay import Replayer
+
+FIRST = "I will look at the code first."
+EDITED = "I will look at the code first, carefully."
+
+
+def _session(edit_at: int | None, from_start: bool = False, record: Path | None = None) -> list[str]:
+    """Twelve turns of a tool-calling agent; `edit_at`: turn 0's reply edited before that turn's request;
+    `from_start`: the reply was the edited text in the first place. Each turn's request body (JSON)."""
+    p = Pipeline("claude-sonnet-4", "anthropic", 200_000, record=record)
+    p.identity("You are a careful coding agent. " * 120)
+    p.add_tool("bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}})
+    p.user("Fix the failing test.")
+    bodies, reply_at = [], -1
+    for t in range(12):
+        if t == edit_at:
+            assert p.edit_text(reply_at, EDITED)
+            assert not p.edit_text(reply_at, EDITED), "the text is that already: nothing journaled"
+        bodies.append(json.dumps(p.next_request().body, sort_keys=True))
+        text = (EDITED if from_start else FIRST) if t == 0 else f"Step {t}: running the tests again."
+        (call,) = p.assistant(
+            text, [{"id": f"call_{t}", "name": "bash", "arguments": '{"command": "pytest -x"}'}]
+        )
+        if t == 0:
+            reply_at = len(p.history) - 1
+        p.tool_result(call.id, f"line {t}\n" * 80)
+    p.close()
+    return bodies
+
+
+def test_requests_after_an_edit_are_those_never_edited() -> None:
+    edited, plain, never = _session(6), _session(None, from_start=True), _session(None)
+    assert edited[:6] == never[:6] and edited[1:6] != plain[1:6]  # the original, until the edit
+    assert edited[6:] == plain[6:]  # then byte for byte the conversation edited from the start
+    assert all(EDITED in b and FIRST + '"' not in b for b in edited[6:])
+    assert all(FIRST + '"' in b for b in edited[1:6])
+
+
+def test_a_recorded_edit_is_one_event_and_replays(tmp_path: Path) -> None:
+    rec = tmp_path / "edit.cpsession"
+    bodies = _session(6, record=rec)
+    assert bodies[6:] == _session(None, from_start=True)[6:]
+    with RecordingReader.open(rec) as r:
+        events = [unpack_event(e) for e in r.events()]
+    (edit,) = [e for e in events if e["k"] == "edit"]
+    assert edit["turn"] == 6 and edit["at"] == 1  # (the task, then the reply)
+    report = Replayer(events).verify()
+    assert report.ok and report.turns == 12, report.mismatches[:1]
+
+
+def test_bad_edits_are_refused_with_what_to_do() -> None:
+    p = Pipeline("claude-sonnet-4", "anthropic", 20_000)
+    p.user("hello")
+    with pytest.raises(ConfigError, match=r"edit_text\(5\): no such message \(the history holds 0\)"):
+        p.edit_text(5, "x")
