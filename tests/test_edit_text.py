@@ -74,3 +74,25 @@ def test_bad_edits_are_refused_with_what_to_do() -> None:
     p.user("hello")
     with pytest.raises(ConfigError, match=r"edit_text\(5\): no such message \(the history holds 0\)"):
         p.edit_text(5, "x")
+
+
+@pytest.mark.parametrize("window", [4_000, 12_000])
+def test_simulate_reads_an_edit_back_as_the_session_never_edited(tmp_path: Path, window: int) -> None:
+    """simulate over the recording with the edit: every column (the engine's policies and the peers; at
+    4,000 tokens each compacts) from turn 6 on as over the session edited from the start. The peers'
+    views took only what a turn appended as new, and kept the original reply (2 tokens short a turn)."""
+    from engine.sim.simulate import simulate_file
+    from engine.sim.simulate_settings import SimSettings
+
+    edited, plain = tmp_path / "edited.cpsession", tmp_path / "plain.cpsession"
+    _session(6, record=edited)
+    _session(None, from_start=True, record=plain)
+    settings = SimSettings(policies=("all",), calibrate=False, window=window)
+    a, b = simulate_file(edited, settings), simulate_file(plain, settings)
+    assert sorted(a.policies) == sorted(b.policies)
+    ran = [n for n, c in a.policies.items() if c is not None]
+    assert len(ran) > 3 and ran == [n for n, c in b.policies.items() if c is not None]
+    for name in ran:
+        got = [t.to_json()["prompt_tokens"] for t in a.policies[name].turns]  # type: ignore[union-attr]
+        want = [t.to_json()["prompt_tokens"] for t in b.policies[name].turns]  # type: ignore[union-attr]
+        assert got[6:] == want[6:], (name, got, want)

@@ -174,7 +174,8 @@ def _history_of(asm: Assembly) -> Section | None:
 def _log_own(pipe: Pipeline, whole: Assembly, sent: Assembly) -> int:
     """len(pipe.history) when `sent`'s history is `whole`'s, `whole` being pipe.assembled(bound) (no cut),
     and the log keeps its messages in one list it only appends to (chunk None: it never writes any to
-    disk, so release, park and unpark leave it as it is); else -1.
+    disk, so release, park and unpark leave it as it is; no message replaced by an agent's edit,
+    Pipeline.edit_text); else -1.
 
     Why its first len(log) items are then the log's own messages: Pipeline._assemble_from with no cut
     takes the conversation as HistoryLog.since(0) (task_and_window(te, 0) is None: te < 0 never holds),
@@ -184,7 +185,7 @@ def _log_own(pipe: Pipeline, whole: Assembly, sent: Assembly) -> int:
     same items tuple in what is sent says none did. The peers' views take it (TurnViews.add_items) to
     check only what a turn appended, not the whole conversation's identity every turn."""
     log = pipe.history
-    if log.chunk is not None:
+    if log.chunk is not None or log.edits:  # (an agent's edit replaced a message: not appends only)
         return -1
     h, w = _history_of(sent), _history_of(whole)
     n = len(log)
