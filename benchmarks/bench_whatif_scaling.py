@@ -25,8 +25,8 @@ the session: flat within a phase (a window that filled, DeepSeek's 4 h expiry fr
 a turn) is linear, and a 2N/N above 2 is then the mix of phases, not per-call work that grows.
 --builds splits the build pass the same way: per length, the CPU per turn over each tenth of the
 session of each build it makes (one row per column it builds for: pipeline, gates_closed, recorded,
-wave1, cost_aware, peers' view; a column whose request is another's own build is not built again) and
-of the journal's fold. A build whose per-turn cost grows over the tenths while the others' stay flat
+wave1, cost_aware, peers' view (SimBuilder.view_apart where the tree has it); a column whose request is
+another's own build is not built again) and of the journal's fold. A build whose per-turn cost grows over the tenths while the others' stay flat
 does work on the whole conversation each turn.
 
 The recordings are made once per --dir (by this checkout's engine) and reused. What it leaves out: the
@@ -117,7 +117,8 @@ print(json.dumps({"all": pt() - t0, "build": build["cpu"], "build_turns": turns,
 """
 
 # The --builds child: the build pass turn by turn, each SimBuilder.build timed (process CPU) under the
-# name of the column whose config it builds (read from simulate_pass._Configs), and the fold.
+# name of the column whose config it builds (read from simulate_pass._Configs), and the fold. The peers'
+# view is SimBuilder.view_apart where it answers (and a build where it does not): both timed as it.
 BUILDS_CHILD = r"""
 import json, sys, time
 import engine.sim.blocks as B
@@ -146,6 +147,16 @@ def timed(self, bound, cfg, *a, **k):
     finally:
         cur[name] = cur.get(name, 0.0) + pt() - t
 B.SimBuilder.build = timed
+if hasattr(B.SimBuilder, "view_apart"):  # the peers' view without a build (a tree that has it)
+    view = B.SimBuilder.view_apart
+    def viewed(self, bound, cfg):
+        t = pt()
+        try:
+            return view(self, bound, cfg)
+        finally:
+            name = roles.get(id(cfg), "other")
+            cur[name] = cur.get(name, 0.0) + pt() - t
+    B.SimBuilder.view_apart = viewed
 fold = Pipeline.fold
 def folded(self, ev):
     t = pt()

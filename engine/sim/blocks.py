@@ -352,6 +352,48 @@ class SimBuilder:
             apart_blocks,
         )
 
+    def view_apart(
+        self, bound: dict[str, dict[str, Any]], cfg: PipelineConfig
+    ) -> tuple[tuple[Block, ...], int] | None:
+        """What build(bound, cfg, apart="history", whole=False) gives the peers' view (`cfg`: wave 1 with
+        every gate closed at a window nothing outgrows; simulate_pass): its Blocks not of the history
+        (`others`) and how many of the history's first items are the log's own (`log_own`: all of it,
+        the conversation as it is), without a tuple of the whole conversation. None when that is not
+        certain (pending parts, a log that writes to disk, no round after the task's): build then.
+
+        The build plans the whole conversation and runs only the always-on rules (closed_wave1): at
+        such a window the budget guarantee leaves every section as it is, and the markers rule places
+        the system's breakpoints by the sections before the history (the conversation's own go on its
+        newest message), so the same Blocks come of the task and the newest round alone, assembled
+        with the whole conversation's total (Pipeline.assembled(bound, cut)), as the plan reads it.
+        Its history must be left as it is (else None). The whole conversation's tuple was the one pass
+        over every message a build-pass turn still made (6,000 turns: the peers' view 75 -> 245 us a
+        turn over the session once the wave-1 column stopped making it; tests/test_sim_view_apart.py)."""
+        lane = self._wave1_lane
+        pipe = self.pipe
+        log = pipe.history
+        if lane is None or pipe.pending or log.chunk is not None or not self._wave1_cfg(cfg):
+            return None
+        m = pipe.measure
+        lane.extend(log, m)
+        starts = lane.starts
+        if len(starts) < 2 or starts[0] == 0 or lane.cum[-1] != pipe.history_tokens():
+            return None
+        te, cut, n = starts[0], starts[-1], len(log)
+        asm = pipe.assembled(bound, cut)
+        hist = asm[-1] if asm else None
+        if hist is None or hist.kind is not SectionKind.HISTORY or len(hist.items) != te + n - cut:
+            return None
+        the_plan = pipe.planned(cfg, asm)
+        res = optimize(asm, pipe.optimize_context(cfg, the_plan), _ALWAYS_ON)
+        if res.asm[-1] is not hist:
+            return None
+        ser = self._serializers.get(cfg.provider)
+        if ser is None:
+            ser = self._serializers[cfg.provider] = BlockSerializer(cfg.provider)
+        _, others = ser.blocks_apart(res.asm, res.markers, m, hist.id, False)
+        return others, n
+
     def _wave1_cfg(self, cfg: PipelineConfig) -> bool:
         """closed_wave1(cfg), remembered by config (as _uncut_cfg)."""
         hit = self._wave1.get(id(cfg))

@@ -155,12 +155,18 @@ def _build_pass(
             if peers:
                 # The whole conversation, never compacted, laid out as the engine would send it.
                 # Its system blocks (every Block not of the history section) taken by section runs.
-                full = builder.build(bound, cfgs.full, apart="history", whole=False)
-                hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
-                items = hist.items if hist is not None else ()
-                system = cast("tuple[Block, ...]", full.others)
+                items: Sequence[Any]
+                view = builder.view_apart(bound, cfgs.full)
+                if view is not None:  # (the same, without a tuple of the conversation)
+                    system, own = view
+                    items = pipe.history.whole()
+                else:
+                    full = builder.build(bound, cfgs.full, apart="history", whole=False)
+                    hist = next((s for s in full.asm if s.kind == SectionKind.HISTORY), None)
+                    items = hist.items if hist is not None else ()
+                    system, own = cast("tuple[Block, ...]", full.others), full.log_own
                 # The history's messages (only the items past the last turn's conversation checked; the
-                # first full.log_own of them, when known, the log's own: see blocks._log_own).
+                # first `own` of them, when known, the log's own: see blocks._log_own).
                 views.add_items(
                     ev["turn"],
                     system,
@@ -171,7 +177,7 @@ def _build_pass(
                     pipe.measure,
                     history_blocks,
                     pipe.history,
-                    full.log_own,
+                    own,
                 )
         pipe.fold(ev)
         if k == "request":

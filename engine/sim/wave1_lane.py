@@ -73,7 +73,7 @@ class Wave1Lane:
         # hold, so the serializer's memos match it by identity (as closed_cut's lanes do).
         self._marked: tuple[Message, int, int, Message] | None = None
 
-    def _extend(self, history: Sequence[Message], m: Measure) -> None:
+    def extend(self, history: Sequence[Message], m: Measure) -> None:
         """Bring the scans up to `history`, the one last seen plus appended messages, or start over."""
         n = len(self.cum) - 1
         name = m.counter.tokenizer.name
@@ -120,7 +120,7 @@ class Wave1Lane:
         ):
             return None
         m = pipe.measure
-        self._extend(history, m)
+        self.extend(history, m)
         starts, cum = self.starts, self.cum
         n = len(history)
         last = len(starts) - 1  # the newest round starts at starts[last]; rounds 1..last-1 are droppable
