@@ -151,3 +151,40 @@ def test_a_lane_build_assembles_the_window_not_the_conversation(monkeypatch: pyt
     middle, last = sent[third : 2 * third], sent[2 * third :]
     assert max(last) <= max(middle)
     assert max(last) < len(pipe.history) // 4
+
+
+def _edited_session(turns: int, edit_at: int) -> list[dict[str, Any]]:
+    """A tool-calling agent (outputs of 200 to 800 lines at Claude) whose turn-1 reply is edited before
+    turn `edit_at` (Pipeline.edit_text: the log's message replaced where it stood)."""
+    now = [1000.0]
+    pipe = Pipeline(
+        "claude-sonnet-4", "anthropic", 200_000, serve=False, counter=COUNTER, clock=lambda: now[0]
+    )
+    pipe.identity("You are a careful coding agent.")
+    pipe.add_tool("bash", "Run a command.", {"type": "object", "properties": {"cmd": {"type": "string"}}})
+    pipe.user("Fix the failing test. " + "Context. " * 40)
+    reply_at = -1
+    for k in range(turns):
+        if k == edit_at:
+            assert pipe.edit_text(reply_at, "Round 1, reworded at length by the agent.")
+        pipe.next_request()
+        pipe.record_usage({"input_tokens": 800 + 500 * k, "output_tokens": 20})
+        (call,) = pipe.assistant(
+            f"Round {k}.", [{"id": f"c{k}", "name": "bash", "arguments": {"cmd": f"cat f{k}"}}]
+        )
+        if k == 1:
+            reply_at = len(pipe.history) - 1
+        pipe.tool_result(call.id, "".join(f"out {k}.{i}: v = g({i})\n" for i in range(200 + 300 * (k % 3))))
+        now[0] += 6.0
+    pipe.next_request()
+    return list(pipe.journal.events)
+
+
+def test_an_edit_in_the_conversation_is_read_by_the_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent's edit of an early reply (its tokens change under the lane's running sums): every build
+    after it through the lane equals decide's, and the lane builds turns after the edit too."""
+    taken = _counting(monkeypatch)
+    events = _edited_session(80, 60)
+    got = wave1_builds(events, 4000, lane=True)
+    assert sum(taken[61:]) >= 5
+    assert got == wave1_builds(events, 4000, lane=False)

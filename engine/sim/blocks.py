@@ -372,8 +372,8 @@ class SimBuilder:
         lane = self._wave1_lane
         pipe = self.pipe
         log = pipe.history
-        if lane is None or pipe.pending or log.chunk is not None or not self._wave1_cfg(cfg):
-            return None
+        if lane is None or pipe.pending or log.chunk is not None or log.edits or not self._wave1_cfg(cfg):
+            return None  # (an agent's edit replaced a message: the log is not appends only, see _log_own)
         m = pipe.measure
         lane.extend(log, m)
         starts = lane.starts

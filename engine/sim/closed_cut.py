@@ -102,6 +102,7 @@ class ClosedCut:
         self._measure: Measure | None = None
         self._tokenizer = ""
         self._last: Message | None = None  # its newest message when last extended (an append-only check)
+        self._edits = 0  # the edits the history had then (see _extend)
         # cum[i]: tokens of the first i messages (as Measure.item counts them); starts: where each
         # assistant message is (a round starts there). Extended in place: nothing else holds them.
         self.cum: list[int] = [0]
@@ -141,14 +142,18 @@ class ClosedCut:
         over (another conversation or Measure, a swapped tokenizer, a history that did not just grow)."""
         n = len(self.cum) - 1
         name = m.counter.tokenizer.name
+        # An agent's edit replaced a message (HistoryLog.edits, Pipeline.edit_text): the sums of the
+        # messages before the newest are no longer known to hold, so they start over.
+        edits = getattr(history, "edits", 0)
         if (
             history is not self._history
             or m is not self._measure
             or name != self._tokenizer
             or len(history) < n
             or (n and history[n - 1] is not self._last)
+            or edits != self._edits
         ):
-            self._history, self._measure, self._tokenizer = history, m, name
+            self._history, self._measure, self._tokenizer, self._edits = history, m, name, edits
             self.cum, self.starts = [0], []
             self._lanes.clear()
             n = 0

@@ -60,6 +60,7 @@ class Wave1Lane:
         self._measure: Measure | None = None
         self._tokenizer = ""
         self._last: Message | None = None  # its newest message when last extended (an append-only check)
+        self._edits = 0  # the edits the history had then (see extend)
         # cum[i]: tokens of the first i messages (as Measure.item counts them); starts: where each
         # assistant message is (a round starts there); names: the tools called; results: every full
         # tool result's (message, part), oldest first; largest: the largest one's tokens.
@@ -77,14 +78,18 @@ class Wave1Lane:
         """Bring the scans up to `history`, the one last seen plus appended messages, or start over."""
         n = len(self.cum) - 1
         name = m.counter.tokenizer.name
+        # An agent's edit replaced a message (HistoryLog.edits, Pipeline.edit_text): the sums of the
+        # messages before the newest are no longer known to hold, so they start over.
+        edits = getattr(history, "edits", 0)
         if (
             history is not self._history
             or m is not self._measure
             or name != self._tokenizer
             or len(history) < n
             or (n and history[n - 1] is not self._last)
+            or edits != self._edits
         ):
-            self._history, self._measure, self._tokenizer = history, m, name
+            self._history, self._measure, self._tokenizer, self._edits = history, m, name, edits
             self.cum, self.starts, self.names, self.results = [0], [], set(), []
             self.largest, self.cut, self._marked = 0, 0, None
             n = 0
