@@ -119,8 +119,8 @@ class FoldSend(IOLoop):
         event waiting (the turn's, left waiting by publish) and the one just published go, as they are,
         in one batch into its ring. False, with nothing taken or changed, to leave them to `_send_now`.
 
-        What `_ring_now` does for an elided reader, in one function with no Python call but the ring's
-        write: this runs once a turn, at its close, right after the model call, when nothing of the probe
+        What `_ring_now` does for an elided reader, in one function with no Python call (the ring's write
+        in line but for a frame that goes round the ring's end): this runs once a turn, at its close, right after the model call, when nothing of the probe
         is in cache, and on this VM each call on that path cost the agent's thread a few us (its frame,
         its code and the attributes it reads, cold). Measured on a paced turn with the fold reader
         attached (in-process A/B, the turn's eight publishes, 150 turns each side, load 4-5): ~57 us a
