@@ -5,10 +5,35 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from engine.importers.model import MessageRec
 
 REWRITE_KEY = "history_rewrite"  # the trace key of a turn whose request rewrote the agent's own history
+
+
+def rewrite_cause(note: dict[str, Any]) -> str:
+    """A cache break's cause at a turn whose request rewrote the agent's history (REWRITE_KEY's `note`):
+    "history rewritten by the agent: turn 0's reply edited" (or "1 earlier message edited": its task
+    replaced where it stood, a reply its own request brought), or "... by the agent: its own compaction"
+    when it dropped or replaced messages other than in place."""
+    if note.get("edited"):
+        turns = [t for t in note.get("edited_turns") or () if isinstance(t, int) and t >= 0]
+        if turns:
+            said = ", ".join(f"turn {t}'s reply" for t in turns)
+        else:  # (a reply the agent's own request brought, or a message of its own: its task, a summary)
+            from engine.wording import counted
+
+            said = counted(int(note["edited"]), "earlier message")
+        return f"history rewritten by the agent: {said} edited"
+    return "history rewritten by the agent: its own compaction"
+
+
+def rewrite_event(turn: int, note: dict[str, Any]) -> dict[str, Any]:
+    """The journal's note of a turn whose request rewrote the agent's history, for readers that do not
+    open traces (simulate's index names the cache break it made): a `diag` event of kind REWRITE_KEY."""
+    keep = ("edited", "applied", "edited_turns")
+    return {"k": "diag", "kind": REWRITE_KEY, "turn": turn, **{k: note[k] for k in keep if k in note}}
 
 
 def rewritten(fed: list[MessageRec], msgs: list[MessageRec]) -> tuple[int, dict[str, int]]:

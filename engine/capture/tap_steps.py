@@ -12,7 +12,7 @@ from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY
 from engine.capture.tap_call import TapError
 from engine.capture.tap_conversations import TapConversations
 from engine.capture.tap_request import parse_request, request_params
-from engine.capture.tap_rewrite import REWRITE_KEY, in_place, rewritten
+from engine.capture.tap_rewrite import REWRITE_KEY, in_place, rewrite_cause, rewrite_event, rewritten
 from engine.capture.tap_streams import plain
 from engine.errors import BudgetExceededError, ContextPipeError
 from engine.feedback import normalize_usage, reply_diagnostics
@@ -136,6 +136,8 @@ class TapSteps(TapConversations):
             # On the turn's trace (cp-inspect explain, the probe): the as-sent side of this turn is a new
             # base (its `actual` event lists the whole request), the shadow took only the new tail.
             self.pipe.annotate(REWRITE_KEY, rewrite)
+            # and for simulate's index, which names the cache break it made without opening traces
+            self.pipe.journal.append(rewrite_event(self.pipe.turn - 1, rewrite))
         # What the agent asked of the model (its max_tokens, temperature...: the shadow plan's own are the
         # engine's) and where the call went, for the OpenTelemetry export; journaled with the turn.
         self.pipe.annotate(REQUEST_PARAMS_KEY, params)
@@ -169,8 +171,7 @@ class TapSteps(TapConversations):
         assert self.pipe is not None
         brk = req.trace.get("cache_break") if req is not None else None
         if isinstance(brk, dict) and brk.get("section") == "history":
-            said = [f"turn {t}'s reply" for t in turns if t >= 0] or ["an earlier reply"]
-            cause = f"history rewritten by the agent: {', '.join(said)} edited"
+            cause = rewrite_cause({"edited": len(turns) or 1, "edited_turns": turns})
             self.pipe.annotate("cache_break", {**brk, "cause": cause})
 
     def _plan(self) -> Any:

@@ -351,6 +351,16 @@ def _simulate_events(
     # Block conversions shared by every column (one scale): converted once for the whole report.
     converted: dict[tuple[str, int, bool, str, str], cachesim.Block] = {}
 
+    # A cache break at a turn whose request rewrote the agent's own history is the agent's: in what it
+    # sent, each rewrite; in what the engine's columns send, an edit the engine's history took too.
+    by_agent: dict[int, str] = {}
+    edited_by_agent: dict[int, str] = {}
+    if index.rewrites:
+        from engine.capture.tap_rewrite import rewrite_cause
+
+        by_agent = {t: rewrite_cause(d) for t, d in index.rewrites.items()}
+        edited_by_agent = {t: c for t, c in by_agent.items() if index.rewrites[t].get("applied")}
+
     def run(
         name: str, reqs: Iterable[_Req], as_sent: bool = False, outs: Mapping[int, int] | None = None
     ) -> PolicyFigures:
@@ -367,6 +377,7 @@ def _simulate_events(
             as_sent=as_sent,
             scale=scale,
             converted=converted,
+            agent_causes=by_agent if as_sent else edited_by_agent,
         )
 
     try:

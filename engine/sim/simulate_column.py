@@ -129,6 +129,7 @@ def _simulate(
     as_sent: bool = False,
     scale: float = 1.0,
     converted: dict[tuple[str, int, bool, str, str], cachesim.Block] | None = None,
+    agent_causes: Mapping[int, str] | None = None,
 ) -> PolicyFigures:
     # Each call goes to the simulator as it is made and is let go after its step: the list of every
     # call held each request's Blocks a second time (a column sending the whole conversation holds
@@ -288,6 +289,8 @@ def _simulate(
                 brk = why["cause"] if why else None
                 if brk == "history rewritten" and r.compaction and r.actions:
                     brk = f"history rewritten by {', '.join(r.actions)}"  # a peer's own step
+                elif brk == "history rewritten" and agent_causes and r.turn in agent_causes:
+                    brk = agent_causes[r.turn]  # the agent's own rewrite (engine/capture/tap_rewrite.py)
         if brk:
             causes[brk] += 1
         if r.compaction is not None:

@@ -29,6 +29,9 @@ class _Index:
         # Failed attempts sent again before a turn's call, by turn (the proxy's `diag` events of kind
         # "retried": engine/capture/proxy/retries.py); never billed, so in no column
         self.retried: dict[int, int] = {}
+        # Turns whose request rewrote the agent's own history, with what the tap noted (its `diag`
+        # events of kind "history_rewrite": engine/capture/tap_rewrite.py): a cache break there is its
+        self.rewrites: dict[int, dict[str, Any]] = {}
         self.broken = False
 
     def visit(self, e: Event) -> None:
@@ -53,6 +56,8 @@ class _Index:
                 self.req_times[e["turn"]] = float(e.get("time") or 0.0)
             elif k == "diag" and e.get("kind") == "retried":
                 self.retried[int(e["turn"])] = int(e.get("attempts") or 0)
+            elif k == "diag" and e.get("kind") == "history_rewrite":
+                self.rewrites[int(e["turn"])] = dict(e)
         except Exception:  # noqa: BLE001 - raised again where simulate raised it (usages)
             self.broken = True
 

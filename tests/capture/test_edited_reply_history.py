@@ -125,6 +125,10 @@ def test_an_edited_reply_with_its_tool_call_anthropic_tapped(tmp_path: Path, sta
     brk = traces[2]["cache_break"]
     assert brk is not None and brk["cause"] == "history rewritten by the agent: turn 0's reply edited", brk
     assert traces[1].get("cache_break") is None  # turn 1 extended turn 0's request
+    # simulate (and report, from it) names the engine's break the same way, from the tap's diag event
+    pipeline = simulate_file(rec).policies["pipeline"]
+    assert pipeline is not None
+    assert pipeline.cache_break_causes == {"history rewritten by the agent: turn 0's reply edited": 1}
 
 
 def test_a_reply_whose_call_changed_too_keeps_the_original(proxied: Proxied, standin: StandIn) -> None:
@@ -193,3 +197,46 @@ def test_simulate_reads_the_edit_back_in_every_column(tmp_path: Path, standin: S
         got = [t.to_json()["prompt_tokens"] for t in col.turns]
         want = [t.to_json()["prompt_tokens"] for t in other.turns]
         assert got == want, (name, got, want)
+
+
+def test_an_agents_own_rewrites_named_in_what_it_sent(tmp_path: Path, standin: StandIn) -> None:
+    """simulate's as-sent column (and report's breaks, read from it): a break where the agent's request
+    rewrote its history is named for the agent, an edit or its own compaction, not a bare "history
+    rewritten". OpenAI caches prefixes itself (1,024 tokens and more): the long task is the prefix. A
+    tapped client recording one conversation (split=False: the compacted request opens otherwise)."""
+    standin.script = [FIRST, "Second answer.", "Third answer.", "Fourth answer.", "Fifth answer."]
+    rec = tmp_path / "o.cpsession"
+    client = tap(
+        openai.OpenAI(base_url=standin.url + "/v1", api_key="k", max_retries=0),
+        record=rec,
+        serve=False,
+        split=False,
+    )
+    long_task = "Fix the failing test. " + "Context line. " * 600
+    msgs: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": long_task}]
+    client.chat.completions.create(model="gpt-4o", messages=msgs)
+    msgs += [{"role": "assistant", "content": FIRST}, {"role": "user", "content": "Go on."}]
+    client.chat.completions.create(model="gpt-4o", messages=msgs)
+    msgs[2] = {"role": "assistant", "content": EDITED}  # turn 0's reply edited, after it was sent back
+    msgs += [{"role": "assistant", "content": "Second answer."}, {"role": "user", "content": "Next."}]
+    client.chat.completions.create(model="gpt-4o", messages=msgs)
+    # then it summarizes its long task where it stood (an edit of its own message: the engine's history
+    # takes edited replies only), and then compacts: the summary kept, the first turns dropped
+    msgs[1] = {"role": "user", "content": "Summary: fix the test."}
+    msgs += [{"role": "assistant", "content": "Third answer."}, {"role": "user", "content": "Then?"}]
+    client.chat.completions.create(model="gpt-4o", messages=msgs)
+    msgs = [
+        *msgs[:2],
+        *msgs[4:],
+        {"role": "assistant", "content": "Fourth answer."},
+        {"role": "user", "content": "End."},
+    ]
+    client.chat.completions.create(model="gpt-4o", messages=msgs)
+    client.contextpipe_tap.close()
+    sent = simulate_file(rec).policies["as_sent"]
+    assert sent is not None
+    assert sent.cache_break_causes == {
+        "history rewritten by the agent: turn 0's reply edited": 1,
+        "history rewritten by the agent: 1 earlier message edited": 1,
+        "history rewritten by the agent: its own compaction": 1,
+    }, sent.cache_break_causes
