@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from engine.artifacts import Text
 from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY
 from engine.capture.tap_call import TapError
 from engine.capture.tap_conversations import TapConversations
@@ -161,10 +162,22 @@ class TapSteps(TapConversations):
                 continue
             if replace(old, content=new.content) != new or not new.content:
                 continue  # (its calls, thinking or images changed too: the engine keeps the original)
+            if not self._holds_reply(where[0], old.content):
+                continue  # (not where the tap placed it: another message stands there; left as it is)
             if self.pipe.edit_text(where[0], new.content):
                 applied += 1
                 turns.append(-1 if where[1] is None else where[1])
         return {"applied": applied, "edited_turns": sorted(set(turns))}
+
+    def _holds_reply(self, i: int, text: str) -> bool:
+        """Whether message `i` of the engine's history is a reply with `text` (checked before it is
+        edited: the place was noted when the reply was fed). One behind the cut, on disk, is not read."""
+        assert self.pipe is not None
+        hist = self.pipe.history
+        if not 0 <= i < len(hist) or not hist.held(i):
+            return False
+        m = hist[i]
+        return m.role == "assistant" and "".join(p.text for p in m.parts if isinstance(p, Text)) == text
 
     def _edit_break(self, req: Any, turns: list[int]) -> None:
         """The cache break an edit made, named for what made it: the agent, not a step of the engine."""
