@@ -73,12 +73,15 @@ async def status_once_exited(app: InspectorApp, pilot: Pilot[Any], agent: Served
 async def assert_said_to_have_exited(app: InspectorApp, agent: ServedAgent) -> None:
     """Run `app` (attached to `agent`) until the agent has run to its end: the status line says "Agent
     exited", not the red "Agent disconnected", and the app holds it as EXITED."""
-    from inspector.status import EXITED
+    from inspector.status import EXITED, FINISHED
 
     async with app.run_test(size=(120, 40)) as pilot:
         status = await status_once_exited(app, pilot, agent)
         assert "Agent exited" in status and "disconnected" not in status, status
-        assert app.disconnected == EXITED
+        # Which of the two depends on who looks first: the app reads the zombie's exit status (FINISHED,
+        # status 0) while this test, the agent's parent, has not reaped it yet; once reaped only EXITED is
+        # known. Both are an agent that ended (a loaded CI host took the first path, a quiet one the second).
+        assert app.disconnected in (EXITED, FINISHED), app.disconnected
 
 
 async def until(pilot: Pilot[Any], cond: Callable[[], object]) -> None:
