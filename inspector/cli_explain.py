@@ -73,6 +73,14 @@ def _live_read(pid: int, session: int | None) -> tuple[RecordingReader | None, l
 
     if not isinstance(got, LiveSource):
         return got, [], {}
+    try:
+        # The journal to its end as the agent has it now (fetched by range), as `find PID` reads it: a
+        # snapshot past TAIL_MIN events is its tail, with stand-ins for the turns before it (`explain PID`
+        # said "no completed turns yet" of an agent past ~1,024 events).
+        got.replayer()
+    except ContextPipeError as exc:
+        got.close()
+        fail(f"agent {pid if session is None else f'{pid}.{session}'}: {exc}")
     got.client.close()
     from engine.recording.journal import unpack_event
 

@@ -70,13 +70,15 @@ def test_a_one_shot_command_reads_a_recording_agents_file(rtdir: Path) -> None:
         pipe.close()
 
 
-@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize(("fmt", "turns"), [("text", 12), ("json", 12), ("text", 200)])
 def test_find_and_explain_pid_say_the_same_from_the_recording_as_from_the_stream(
-    rtdir: Path, capsys: pytest.CaptureFixture[str], fmt: str
+    rtdir: Path, capsys: pytest.CaptureFixture[str], fmt: str, turns: int
 ) -> None:
     """The same agent asked twice: following its recording, then (its probe no longer offering the file,
-    as an agent from before following answers) over the stream: the same output, byte for byte."""
-    pipe = _agent(rtdir, record=True)
+    as an agent from before following answers) over the stream: the same output, byte for byte. At 200
+    turns the stream's snapshot is its tail (past TAIL_MIN events): `explain PID` said "no completed
+    turns yet" until it fetched the journal to its end, as `find PID` does."""
+    pipe = _agent(rtdir, record=True, turns=turns)
     try:
         pid = str(os.getpid())
         as_json = fmt == "json"
@@ -89,18 +91,18 @@ def test_find_and_explain_pid_say_the_same_from_the_recording_as_from_the_stream
                     _run(capsys, find, pid, "not sent at all", as_json=as_json),
                     _run(capsys, explain, pid, None, fmt=fmt),
                     _run(capsys, explain, pid, "4", "900", fmt=fmt),
-                    _run(capsys, explain, pid, "99", fmt=fmt),
+                    _run(capsys, explain, pid, "9999", fmt=fmt),
                 ]
             )
         followed, streamed = runs
         assert followed == streamed
         (found, _, err), (none, _, _), (explained, text, _), (replanned, _, _), (missing, _, said) = followed
         assert (found, none, explained, replanned, missing) == (0, 1, 0, 0, 2) and err == ""
-        assert "turn 99 is not in" in said
+        assert "turn 9999 is not in" in said
         if as_json:
-            assert json.loads(text)["turn"] == 11
+            assert json.loads(text)["turn"] == turns - 1
         else:
-            assert "turn 11" in text.lower()
+            assert f"turn {turns - 1}" in text.lower()
     finally:
         pipe.close()
 
