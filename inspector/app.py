@@ -62,8 +62,8 @@ from inspector.messages import (
     TurnsReceived,
     WhyMissed,
 )
+from inspector.opening_notices import opening_notices
 from inspector.partial_compositor import MainScreen
-from inspector.recording_open import salvage_advice
 from inspector.screens import HelpScreen
 from inspector.search_bar import SearchBar
 from inspector.search_runner import SearchDone, SearchProgress, SearchRunner
@@ -220,21 +220,8 @@ class InspectorApp(App[None]):
         self.query_one("#strip", TimelineStrip).traces = self.timeline.traces
         self.tabs_layout.apply_size(self.size.width, self.size.height)
         self.update_status()
-        # Every notification that names something from outside (a theme, a path, an error, a reason) is
-        # plain text: as markup, `[b]` in it was styled away and `[/]` raised MarkupError in the toast
-        # and ended the app.
-        if self._theme_warning:
-            self.notify(self._theme_warning, severity="warning", markup=False)
-        unfollowed = self.source.header.get("not_followed")  # (sources.live_recording.NOT_FOLLOWED)
-        if unfollowed:  # attach's warning, on stderr before the app took the screen: seen only after q
-            self.notify(str(unfollowed), title="not following its recording", severity="warning", timeout=12,
-                        markup=False)
-        damage = self.source.header.get("damage")
-        if damage:  # a recovered tail or a rebuilt index: said on screen, not only after quitting
-            path = self.source.header.get("path")
-            # What to do about it, as verify says it: the turns shown are whole, salvage makes a clean copy.
-            advice = f"; the turns shown are whole: {salvage_advice(path)}" if path else ""
-            self.notify(f"recording damaged: {damage}{advice}", severity="warning", timeout=12, markup=False)
+        for message, kw in opening_notices(self.source.header, self._theme_warning):
+            self.notify(message, **kw)
         self.query_one("#manifest").focus()
         first = self.reader.start()
         if first is not None:  # a recording's first chunk, read now: the first frame shows its turns

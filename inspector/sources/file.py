@@ -60,6 +60,10 @@ class FileSource(ReplayingSource):
         self.header = {**self.reader.header, "path": str(self.path)}
         if self.reader.damage is not None:
             self.header["damage"] = self.reader.damage.message
+        elif not follow and not self.reader.finished:
+            # No footer and no damage: its writer is still adding turns, or stopped between two (the app
+            # says it, and how to follow it: a replay showed the turns so far and nothing more, silently).
+            self.header["not_closed"] = True
         self.follow_file = follow
         self._read_pos = self.reader.data_start  # file offset up to which `events` holds the journal
         self._loaded_turn = -1  # the last turn whose events `events` holds (or more: see _load_events)
