@@ -114,6 +114,27 @@ def cut_holds_after_appends(
     return (a is b or a == b) and (items[0] is prev[0] or items[0] == prev[0]) and items[:n] == prev
 
 
+def _is_note(p: Any) -> bool:
+    """An omission note (omission_marker's text) a message carries as a Text part of its own."""
+    return isinstance(p, Text) and p.text.startswith("[...")
+
+
+def note_tokens(msg: Message, m: Measure) -> int:
+    """Tokens of the omission notes `msg` carries (what a new note on the task replaces)."""
+    return sum(m.part(p) for p in msg.parts if _is_note(p))
+
+
+def without_notes(msg: Message) -> tuple[Any, ...]:
+    """`msg`'s parts but its omission notes: the task's own, which a new note is put after."""
+    return tuple(p for p in msg.parts if not _is_note(p))
+
+
+def dropped_note(parts: tuple[Any, ...], rounds: int, tokens: int) -> Message:
+    """The task message (its parts without a note) carrying one note for `rounds` dropped rounds of
+    `tokens`: what drop_range puts first in the kept history (simulate's lanes make the same)."""
+    return Message("user", (*parts, Text(omission_marker(tokens, f"{rounds} earlier rounds dropped"))))
+
+
 def drop_range(
     asm: Assembly,
     idx: int,
@@ -134,12 +155,10 @@ def drop_range(
     # it is the old total less the dropped items (and the task message as it was, when it is swapped).
     total = m.section(hist) - saved
     if isinstance(first, Message) and first.role == "user":
-        prior = sum(m.part(p) for p in first.parts if isinstance(p, Text) and p.text.startswith("[..."))
+        prior = note_tokens(first, m)
         new_first = marked
         if new_first is None:
-            parts = tuple(p for p in first.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
-            marker = Text(omission_marker(saved, f"{rounds} earlier rounds dropped"))
-            new_first = Message("user", parts + (marker,))
+            new_first = dropped_note(without_notes(first), rounds, saved)
         head = m.item(new_first) - m.item(first)
         total += head
         saved -= head + prior

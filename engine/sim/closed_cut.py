@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine import pipeline_closed_reads as closed_reads
 from engine.artifacts import Message, Text
-from engine.assembly import Assembly, Measure, Section, omission_marker
+from engine.assembly import Assembly, Measure, Section
 from engine.config import PipelineConfig
 from engine.optimize.context import OptimizeContext, RuleOutcome
-from engine.optimize.history_ops import drop_range
+from engine.optimize.history_ops import drop_range, dropped_note, without_notes
 from engine.optimize.trim_sections import apply, cut_inside_results, protected
 from engine.plan import SectionEstimate, allocate, budget_of, ceiling_for
 from engine.sim.note_counts import NoteCounts
+from engine.sim.running_sums import RunningSums
 from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.types import Priority, SectionKind
 
@@ -94,19 +95,11 @@ class _Lane:
         self.alloc: _Alloc | None = None  # the history's budget while only the history grows
 
 
-class ClosedCut:
+class ClosedCut(RunningSums):
     """Running sums and round starts of one pipeline's conversation, and the history cut they give."""
 
     def __init__(self) -> None:
-        self._history: Sequence[Message] | None = None  # the conversation the sums are of
-        self._measure: Measure | None = None
-        self._tokenizer = ""
-        self._last: Message | None = None  # its newest message when last extended (an append-only check)
-        self._edits = 0  # the edits the history had then (see _extend)
-        # cum[i]: tokens of the first i messages (as Measure.item counts them); starts: where each
-        # assistant message is (a round starts there). Extended in place: nothing else holds them.
-        self.cum: list[int] = [0]
-        self.starts: list[int] = []
+        super().__init__()  # (cum and starts: extended in place, nothing else holds them)
         self._lanes: dict[int, _Lane] = {}
         self._notes = NoteCounts()
 
@@ -139,24 +132,9 @@ class ClosedCut:
 
     def _extend(self, history: Sequence[Message], m: Measure) -> None:
         """Bring the sums up to `history`, which is the one last seen plus appended messages, or start
-        over (another conversation or Measure, a swapped tokenizer, a history that did not just grow)."""
-        n = len(self.cum) - 1
-        name = m.counter.tokenizer.name
-        # An agent's edit replaced a message (HistoryLog.edits, Pipeline.edit_text): the sums of the
-        # messages before the newest are no longer known to hold, so they start over.
-        edits = getattr(history, "edits", 0)
-        if (
-            history is not self._history
-            or m is not self._measure
-            or name != self._tokenizer
-            or len(history) < n
-            or (n and history[n - 1] is not self._last)
-            or edits != self._edits
-        ):
-            self._history, self._measure, self._tokenizer, self._edits = history, m, name, edits
-            self.cum, self.starts = [0], []
-            self._lanes.clear()
-            n = 0
+        over (RunningSums._resume: another conversation or Measure, a swapped tokenizer, a history that
+        did not just grow, an agent's edit)."""
+        n = self._resume(history, m)
         if len(history) == n:
             return
         new = history[n:]
@@ -169,6 +147,9 @@ class ClosedCut:
             if msg.role == "assistant":
                 self.starts.append(i)
         self._last = new[-1]
+
+    def _start_over(self) -> None:
+        self._lanes.clear()  # (their cuts and carried requests were of the conversation the sums were of)
 
     def rounds_to_drop(self, size: int, need: int) -> tuple[int, int, int]:
         """(rounds, tokens, end): oldest_to_drop's choice for the whole conversation (total `size`) and
@@ -279,10 +260,10 @@ class ClosedCut:
         marked = carried[3] if carried is not None and same else None
         if marked is None and isinstance(task, Message) and task.role == "user":
             # The task with the new note, as drop_range makes it, the note's count known by its shape.
-            parts = tuple(p for p in task.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
-            note = Text(omission_marker(acc, f"{count} earlier rounds dropped"))
+            marked = dropped_note(without_notes(task), count, acc)
+            note = marked.parts[-1]
+            assert isinstance(note, Text)  # (dropped_note's last part is the note)
             self._notes.seed(m.counter, note, count, acc)
-            marked = Message("user", (*parts, note))
         asm, _ = drop_range(asm, idx, te, te, count, acc, m, marked)
         kept = asm[idx]
         head = kept.items[0]

@@ -36,8 +36,8 @@ from bisect import bisect_left
 from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING, Any
 
-from engine.artifacts import Message, Text, ToolResult
-from engine.assembly import Assembly, Measure, Section, omission_marker
+from engine.artifacts import Message, ToolResult
+from engine.assembly import Assembly, Measure, Section
 from engine.config import PipelineConfig
 from engine.optimize import RULES
 from engine.optimize import clear_results as clear_rule
@@ -46,26 +46,21 @@ from engine.optimize import spill_large as spill_rule
 from engine.optimize import trim_schemas as schemas_rule
 from engine.optimize import trim_sections as trim_rule
 from engine.optimize.context import Marker, OptimizeContext, OptimizeLimits
+from engine.optimize.history_ops import dropped_note, note_tokens, without_notes
+from engine.sim.running_sums import RunningSums
 from engine.types import Form, SectionKind, Tier
 
 if TYPE_CHECKING:
     from engine.pipeline import Pipeline
 
 
-class Wave1Lane:
+class Wave1Lane(RunningSums):
     """One pipeline's conversation as the wave-1 rules read it, and the last request's cut."""
 
     def __init__(self) -> None:
-        self._history: Sequence[Message] | None = None  # the conversation the scans are of
-        self._measure: Measure | None = None
-        self._tokenizer = ""
-        self._last: Message | None = None  # its newest message when last extended (an append-only check)
-        self._edits = 0  # the edits the history had then (see extend)
-        # cum[i]: tokens of the first i messages (as Measure.item counts them); starts: where each
-        # assistant message is (a round starts there); names: the tools called; results: every full
-        # tool result's (message, part), oldest first; largest: the largest one's tokens.
-        self.cum: list[int] = [0]
-        self.starts: list[int] = []
+        super().__init__()  # cum, starts (RunningSums)
+        # names: the tools called; results: every full tool result's (message, part), oldest first;
+        # largest: the largest one's tokens.
         self.names: set[str] = set()
         self.results: list[tuple[int, int]] = []
         self.largest = 0
@@ -75,24 +70,9 @@ class Wave1Lane:
         self._marked: tuple[Message, int, int, Message] | None = None
 
     def extend(self, history: Sequence[Message], m: Measure) -> None:
-        """Bring the scans up to `history`, the one last seen plus appended messages, or start over."""
-        n = len(self.cum) - 1
-        name = m.counter.tokenizer.name
-        # An agent's edit replaced a message (HistoryLog.edits, Pipeline.edit_text): the sums of the
-        # messages before the newest are no longer known to hold, so they start over.
-        edits = getattr(history, "edits", 0)
-        if (
-            history is not self._history
-            or m is not self._measure
-            or name != self._tokenizer
-            or len(history) < n
-            or (n and history[n - 1] is not self._last)
-            or edits != self._edits
-        ):
-            self._history, self._measure, self._tokenizer, self._edits = history, m, name, edits
-            self.cum, self.starts, self.names, self.results = [0], [], set(), []
-            self.largest, self.cut, self._marked = 0, 0, None
-            n = 0
+        """Bring the scans up to `history`, the one last seen plus appended messages, or start over
+        (RunningSums._resume)."""
+        n = self._resume(history, m)
         if len(history) == n:
             return
         new = history[n:]
@@ -110,6 +90,10 @@ class Wave1Lane:
                     results.append((i, j))
             self.largest = max(self.largest, big(msg))
         self._last = new[-1]
+
+    def _start_over(self) -> None:
+        self.names, self.results = set(), []
+        self.largest, self.cut, self._marked = 0, 0, None
 
     def build(
         self, pipe: Pipeline, bound: dict[str, dict[str, Any]], cfg: PipelineConfig
@@ -160,9 +144,9 @@ class Wave1Lane:
         end = starts[count]
         if any(not te <= i < end for i, _ in at):
             return None
-        parts = tuple(p for p in task.parts if not (isinstance(p, Text) and p.text.startswith("[...")))
+        parts = without_notes(task)
         dropped = cum[end] - cum[te] - cleared_tokens  # as drop_oldest sums the cleared history
-        noted = Message("user", (*parts, Text(omission_marker(dropped, f"{count} earlier rounds dropped"))))
+        noted = dropped_note(parts, count, dropped)
         kept = size - (cum[end] - cum[te]) + m.item(noted) - m.item(task)  # drop_range's total
         need = kept - budget
         if count >= last:
@@ -184,7 +168,7 @@ class Wave1Lane:
                 return None
             cut, head, trimmed = starts[i], self._marked_task(task, parts, rounds, acc), True
             total = kept - acc + m.item(head) - m.item(noted)
-            omitted = acc - (m.item(head) - m.item(noted)) - _notes(noted, m)
+            omitted = acc - (m.item(head) - m.item(noted)) - note_tokens(noted, m)
         if cut != c:
             asm = pipe.assembled(bound, cut)
             if not _holds(asm, m, te, n, cut, size):
@@ -193,7 +177,7 @@ class Wave1Lane:
         # drop_range's kept history: the task with the last note, then the conversation from the cut.
         # Its omitted tokens as the three rules' edits add them up (drop_range: what it dropped net of
         # the task's change and the note it replaced).
-        omitted += cleared_tokens + dropped - (m.item(noted) - m.item(task)) - _notes(task, m)
+        omitted += cleared_tokens + dropped - (m.item(noted) - m.item(task)) - note_tokens(task, m)
         sent = hist.with_items((head, *hist.items[1:]), Form.TRIMMED, omitted)
         m.derived(sent, total)
         if trimmed and m.section(sent) > budget:
@@ -209,7 +193,7 @@ class Wave1Lane:
         got = self._marked
         if got is not None and got[0] is task and got[1] == rounds and got[2] == acc:
             return got[3]
-        marked = Message("user", (*parts, Text(omission_marker(acc, f"{rounds} earlier rounds dropped"))))
+        marked = dropped_note(parts, rounds, acc)
         self._marked = (task, rounds, acc, marked)
         return marked
 
@@ -257,11 +241,6 @@ def _optimize(
         if out.changed or (trimmed and name == trim_rule.NAME):
             actions.append(name)
     return asm, markers, actions, ceiling
-
-
-def _notes(msg: Message, m: Measure) -> int:
-    """Tokens of the omission notes a message carries (drop_range's `prior`)."""
-    return sum(m.part(p) for p in msg.parts if isinstance(p, Text) and p.text.startswith("[..."))
 
 
 def _holds(asm: Assembly, m: Measure, te: int, n: int, cut: int, size: int) -> bool:
