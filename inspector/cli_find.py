@@ -54,6 +54,8 @@ def find(target: str | Path, text: str, as_json: bool = False) -> None:
         scan.close()
         source.close()
     unread = f"; {counted(scan.unreadable, 'turn')} could not be read" if scan.unreadable else ""
+    if scan.unreadable_why:  # (why, and what to do: a corrupt frame's error names the salvage command)
+        unread += f": {scan.unreadable_why.removeprefix(f'{file}: ')}"
     if as_json:
         changes = [{k: v for k, v in row.items() if k != "short"} for row in rows]
         echo(

@@ -364,6 +364,7 @@ class ContentScan:
         self.counts: list[dict[str, int]] = []  # per timeline position: section id -> occurrences
         self.changes: list[Change] = []
         self.unreadable = 0  # turns whose content could not be built (counted as the turn before)
+        self.unreadable_why: str | None = None  # the first such turn's error (a corrupt frame, where)
         self._known: dict[tuple[Any, ...], int] = {}
         self._lock = threading.Lock()
 
@@ -487,8 +488,10 @@ class ContentScan:
                 previous = self.counts[-1] if self.counts else {}
                 try:
                     now = self.turn_counts(turns[i])
-                except Exception:  # a damaged turn: no change read into it (said in the summary)
+                except Exception as exc:  # a damaged turn: no change read into it (said in the summary)
                     self.unreadable += 1
+                    if self.unreadable_why is None:
+                        self.unreadable_why = str(exc)
                     now = previous
                 self.counts.append(now)
                 change = _change(i, turns[i], previous, now)
