@@ -258,6 +258,13 @@ class Pipeline(Conversation):
         self.express = True
         self._express: express.Carried | None = None
         self._lane_pause = 0  # turns the lane stands aside (pipeline_express.READ_PAUSE)
+        # The class's defaults above, on the instance too: Python 3.11 specializes an attribute read on
+        # the instance's own dict, never one that finds a class attribute (the guard reads two on every
+        # public call, user() and assistant() the checks: each was the generic look-up, cold a turn).
+        self._in_call = False
+        self._after_close = False
+        self.check_pairing = True
+        self.check_content = True
         self._decided_from: tuple[Assembly, int] = ((), 0)
         self._prev: tuple[list[Block], int, str] | None = None  # blocks, prefix block count, model
         self._open: dict[str, Any] | TurnRecord | None = None  # trace of the request awaiting feedback

@@ -283,34 +283,41 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     """This turn's request through the lane, its request event journaled and its record kept (what
     Pipeline._finish_unobserved does after the general path), or None: the general path decides, and
     nothing was changed but memos (token counts, remembered cuts) the general path would make alike."""
-    if c.record is not None and c.record.read():
+    # The fields this turn reads, in one unpacking: Python 3.11 specializes no read of a named tuple's
+    # field by name (each of the ~30 was the generic attribute look-up: the type's method cache and the
+    # field's descriptor, two more places a cold turn reads from memory).
+    (
+        _cfg, _st, sources_version, _m, ser_obj, _te, c_full, hidx, elided, _hl, _pending, c_layout, at, slot,
+        was, c_before_marks, c_marks, fixed, c_earlier, c_short, sums,
+    ) = c  # fmt: skip
+    if was is not None and was.read():
         pipe._lane_pause = READ_PAUSE  # the agent reads the traces (see READ_PAUSE)
         return None
     cfg = pipe.config
     m = pipe.measure
     st = pipe.compaction
-    if pipe._serializers.get(cfg.provider) is not c.serializer:
+    if pipe._serializers.get(cfg.provider) is not ser_obj:
         return None
     since = appended_since(pipe, c, cfg, st)
     if since is None:
         return None
     appended, history_len, new_pending = since
-    old_hist = c.full[c.hidx]
+    old_hist = c_full[hidx]
     # (A type: ignore, not typing.cast: that is a Python call every turn. Two tuples joined, not
     # (*items, *appended), which builds a list of the whole history first and copies it into the tuple:
     # 107 -> 75 ns at 41 messages, 546 -> 330 ns at 300, measured.)
     hist = history_section(old_hist.items + tuple(appended), ())  # type: ignore[arg-type]
-    full = c.full[: c.hidx] + (hist,)
+    full = c_full[:hidx] + (hist,)
     # The raw history's total, as _assemble_from primes it: the whole conversation's running sum.
     n_raw = pipe.history_tokens() + (m.item(new_pending) if new_pending is not None else 0)
     m.prime(hist, n_raw)
     lineages = pipe._carry.get(cost_aware.LINEAGE_CARRY)
-    lin = lineages.get(c.slot) if lineages is not None else None
-    if lin is None or lin.full is not c.full or lin.slot != (cfg.limits, cfg.policy):
+    lin = lineages.get(slot) if lineages is not None else None
+    if lin is None or lin.full is not c_full or lin.slot != (cfg.limits, cfg.policy):
         return None
     note = lin.note
     # (`hist` is the lineage's raw history plus `appended`: lin.full is c.full.)
-    ext = cost_aware._extend(lin, full, c.hidx, st, c.elided, note, m, True)
+    ext = cost_aware._extend(lin, full, hidx, st, elided, note, m, True)
     if ext is None:
         return None
     applied, _lin, new = ext
@@ -318,25 +325,25 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     if not cost_aware._stable_holds(lin, new, cfg.limits, pipe.spill, m, False):
         return None
     settings = cfg.policy
-    fixed = c.fixed
     if fixed is None:
         fixed = lane_fixed(pipe, cfg, st, applied, None)
         if fixed is None:
             return None
-    sums = c.sums
     if sums is None:
         before = REPLY_PRIMING_TOKENS
-        for s in applied[: c.hidx]:  # (the history is the assembly's last section: see carry)
+        for s in applied[:hidx]:  # (the history is the assembly's last section: see carry)
             before += m.section(s)
         live_other = 0
-        for i, (_s, run) in enumerate(c.layout):
-            if i != c.at:
+        for i, (_s, run) in enumerate(c_layout):
+            if i != at:
                 live_other += len(run.keys)
         sums = _Sums(before, live_other)
+    else:
+        before, live_other = sums
+    rules, budget, _served, rev2, early = fixed
     # The ceiling, planned from the calibration and reserves of now (both move with every usage).
     reserves = pipe._reserves(cfg)
     ratio = pipe.stats.calibration_for(cfg.model)
-    budget = fixed.budget
     ceiling = ceiling_for(int(budget.usable / ratio), reserves.response + reserves.thinking + reserves.schema)
     # m.total(applied), from the sum carried for the sections before the history (_Sums.before).
     # Exact, not an upper bound (a text's UTF-8 bytes bound its cl100k tokens) deciding the turn with
@@ -344,7 +351,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # usage event's `estimated` in this same agent turn and which calibration learns from (the next
     # turn's ceiling; replay folds that field to learn the same ratio). So every new text is tokenized
     # before the next model call whichever step asks first: a bound would move the count, not save it.
-    t1 = sums.before + m.section(applied[c.hidx])
+    t1 = before + m.section(applied[hidx])
     trigger_tokens = int(settings.trigger * ceiling)
     target_tokens = int(settings.target * ceiling)
     if t1 > trigger_tokens or t1 + REPLY_PRIMING_TOKENS > ceiling:
@@ -361,25 +368,24 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
             m,
             full_len,
             pipe._carry,
-            c.slot,
-            (c.hidx, t1),
-            lin.applied[c.hidx].items,
+            slot,
+            (hidx, t1),
+            lin.applied[hidx].items,
         )
         # The pay-back and economic size, as cost_aware.run weighs them (the horizon from the turn, the
         # growth from the raw history), by the rule worked out on the first lane turn (early_weigh).
         if cand is not None and settings.early:
-            if fixed.early.compacts(
-                pipe.turn, t1, trigger_tokens, n_raw, t1 - cand.after, cand.after, sums.before
+            if early.compacts(
+                pipe.turn, t1, trigger_tokens, n_raw, t1 - cand.after, cand.after, before
             ):
                 return None  # the early rule compacts: the general path's turn
     # Held. The request: the history's run extended by the appended messages, the rest as laid out.
-    ser_obj = c.serializer
     actions: list[dict[str, Any]] = []
     hmarks: frozenset[int] = frozenset()
     before_marks: tuple[Any, ...] | None = None
     marks_kept: _Marks | None = None
     if ser_obj.policy.supports_markers:
-        moved = _moved_markers(cfg, fixed.rev2, full, applied, c, m, lin)
+        moved = _moved_markers(cfg, rev2, full, applied, hidx, c_marks, c_before_marks, c_layout, m, lin)
         if moved is None:
             return None
         hmarks, actions, before_marks, marks_kept = moved
@@ -388,17 +394,17 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # turn (engine/providers/lane_request.py); else those steps: the history's run grown, the request
     # made from the last layout with it.
     made = lane_request(
-        ser_obj, applied[c.hidx], c.layout[c.at][1], hmarks, tok, m, c.layout, c.at, cfg.model,
-        cfg.max_output_tokens, sums.live_other,
+        ser_obj, applied[hidx], c_layout[at][1], hmarks, tok, m, c_layout, at, cfg.model,
+        cfg.max_output_tokens, live_other,
     )  # fmt: skip
     if made is not None:
         layout, ser = made
     else:
-        hrun = ser_obj.grown(applied[c.hidx], c.layout[c.at][1], hmarks, tok, m)
-        layout = list(c.layout)
-        layout[c.at] = (applied[c.hidx], hrun)
-        ser_obj._prune(sums.live_other + len(hrun.keys))
-        ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, False, c.at)
+        hrun = ser_obj.grown(applied[hidx], c_layout[at][1], hmarks, tok, m)
+        layout = list(c_layout)
+        layout[at] = (applied[hidx], hrun)
+        ser_obj._prune(live_other + len(hrun.keys))
+        ser = ser_obj.request_of(layout, cfg.model, cfg.max_output_tokens, True, False, at)
     # What the turn and the next read at once; the rest of the trace when it is read.
     traces = pipe.traces
     last = traces.raw(-1) if traces else None
@@ -408,8 +414,8 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # turn, that turn's with the history's changed (the other sections' runs are the very ones it laid
     # out, so their hashes are the same), else each cut from the full one.
     shas = ser.section_shas.copy()
-    hist_id = applied[c.hidx].id
-    short = c.short
+    hist_id = applied[hidx].id
+    short = c_short
     if short is not None:
         short = short.copy()
         short[hist_id] = shas[hist_id][:16]
@@ -419,16 +425,13 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
             short[sid] = sha[:16]
     # What the alert rules read of the traces before this one: when the last entry is the last lane
     # turn's record (the traces are only appended to), that turn's look-back moved on by its record.
-    was = c.record
-    if was is not None and last is was and c.earlier is not None:
-        earlier = [*c.earlier[1 - LOOKBACK :], was.alert_view]
+    if was is not None and last is was and c_earlier is not None:
+        earlier = [*c_earlier[1 - LOOKBACK :], was.alert_view]
     else:
         earlier = traces.views(len(traces), LOOKBACK)
     this_turn = pipe.turn
-    elided = c.elided
-    hidx = c.hidx
     make = _new(_LaneInputs, (
-        pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, fixed.rules, ser, prev_sections,
+        pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, rules, ser, prev_sections,
         pipe._prev, earlier, this_turn, pipe.summaries, pipe.spill,
     ))  # fmt: skip
     view = {"actions": actions, "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
@@ -436,7 +439,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # The lineage the next turn (either path) extends: this one.
     cost_aware._extended_lineage(
         lineages,  # type: ignore[arg-type]
-        c.slot,
+        slot,
         (cfg.limits, cfg.policy),
         lin,
         full,
@@ -448,8 +451,8 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     )
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = _new(Carried, (
-        cfg, st, c.sources_version, m, ser_obj, pipe._first_assistant, full, hidx, elided, history_len, new_pending,
-        layout, c.at, c.slot, rec, before_marks, marks_kept, fixed, earlier, short, sums,
+        cfg, st, sources_version, m, ser_obj, pipe._first_assistant, full, hidx, elided, history_len, new_pending,
+        layout, at, slot, rec, before_marks, marks_kept, fixed, earlier, short, sums,
     ))  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, short)

@@ -18,7 +18,6 @@ from engine.providers.policy import cache_policy
 
 if TYPE_CHECKING:
     from engine.config import PipelineConfig
-    from engine.pipeline_express import Carried
 
 
 # A NamedTuple made from all its fields by tuple's own constructor, in C: the class's generated __new__
@@ -43,7 +42,16 @@ class _Marks(NamedTuple):
 
 
 def _moved_markers(
-    cfg: PipelineConfig, rev2: bool, full: Assembly, applied: Assembly, c: Carried, m: Any, lin: Any
+    cfg: PipelineConfig,
+    rev2: bool,
+    full: Assembly,
+    applied: Assembly,
+    hidx: int,
+    k: _Marks | None,
+    before_marks: tuple[Any, ...] | None,
+    layout: list[tuple[Section, _SectionRun]],
+    m: Any,
+    lin: Any,
 ) -> tuple[frozenset[int], list[dict[str, Any]], tuple[Any, ...], _Marks | None] | None:
     """At a provider with cache markers (Anthropic, Bedrock): the history's marked items, the turn's
     actions (the markers step's, as optimize writes it), the markers before the history and what the
@@ -55,18 +63,21 @@ def _moved_markers(
     the tail marker moved (markers._carried: a few identity checks), so the sections before the
     history keep the marks their carried runs have and only the history's run changes: the old tail
     written again unmarked, the new messages after it. After a lane turn whose outcome was that
-    placement's, the rule is not run: _tail_moved proves it would answer the same with the tail moved."""
-    hidx = c.hidx
+    placement's, the rule is not run: _tail_moved proves it would answer the same with the tail moved. `hidx`, `k`,
+    `before_marks` and `layout` are the carried turn's (Carried's fields, which the lane's turn reads
+    once: see pipeline_express.turn)."""
     items = full[hidx].items
     noted = rev2 and applied is not full and bool(items) and getattr(items[0], "role", "") == "user"
-    k = c.marks
-    if k is not None and k.noted == noted and _tail_moved(k, applied, hidx, m, lin.applied is k.applied):
-        # (The very actions' content: the step's detail is the placement's, as _carried gives it.)
-        tail = len(applied[hidx].items) - 1
-        # Carried on with this turn's sections: the next turn's history extends these, so _tail_moved
-        # knows the task still ends where it did without looking for its end (see _Marks.applied).
-        moved = _new(_Marks, (k.entry, k.noted, applied, k.other, k.actions, k.before))
-        return k.other | {tail}, list(map(dict, k.actions)), k.before, moved  # (map: no comprehension frame)
+    if k is not None:
+        # (One unpacking: a named tuple's fields read by name are not specialized in Python 3.11.)
+        entry, k_noted, k_applied, other, actions, k_before = k
+        if k_noted == noted and _tail_moved(k, applied, hidx, m, lin.applied is k_applied):
+            # (The very actions' content: the step's detail is the placement's, as _carried gives it.)
+            tail = len(applied[hidx].items) - 1
+            # Carried on with this turn's sections: the next turn's history extends these, so _tail_moved
+            # knows the task still ends where it did without looking for its end (see _Marks.applied).
+            moved = _new(_Marks, (entry, k_noted, applied, other, actions, k_before))
+            return other | {tail}, list(map(dict, actions)), k_before, moved  # (map: no comprehension frame)
     ctx = _MarkersView(cache_policy(cfg.provider, cfg.model), m, False, rev2, noted)
     out = markers.apply(applied, ctx)  # type: ignore[arg-type]
     if out.asm is not applied or out.reason_not_applied:
@@ -83,7 +94,7 @@ def _moved_markers(
     # The markers before the history as the last lane turn had them (the very objects, as the rule
     # carries them): the carried runs have their marks. Else (the general path's turn before this, or
     # a marker that changed) each section's marks are compared with its carried run's.
-    if before != c.before_marks and not _marks_kept(before, c.layout, hist_id):
+    if before != before_marks and not _marks_kept(before, layout, hist_id):
         return None
     n = len(applied[hidx].items)
     hmarks = frozenset(i for i in hitems if 0 <= i < n)

@@ -35,6 +35,9 @@ class TiktokenTokenizer:
     name = "cl100k_base"
 
     def __init__(self) -> None:
+        # The name on the instance as well: TokenCounter.count reads it for every text, and Python 3.11
+        # specializes that read only on the instance's own dict (a class attribute is looked up anew).
+        self.name = TiktokenTokenizer.name
         # The loaded counter; None until the first count (engine/sim/few_texts.py reads whether it is).
         self._encode: Callable[[str], int] | None = None
         self._tiktoken: Callable[[str], list[int]] | None = None
