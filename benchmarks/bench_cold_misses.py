@@ -18,6 +18,9 @@ seed is fixed): a change's A/B needs no repeats and no quiet hour. Per steady tu
   ll_write  writes that missed it (new memory: buffers, objects; cheaper, the store does not wait)
   l1_miss   first-level misses (code and data), served by the last level
 
+With --warm below 10 (0: the whole trajectory) a whole replay runs first, not collected (as --iso
+throws each process's first repeat away): the first turns counted are then a session's, not the process's.
+
 Subjects: engine (one turn as bench_engine.engine_turn: the new messages, next_request, record_usage
 with the SDK's usage object, the reply), floor (json.dumps of that turn's request body, the turn itself
 not collected) and memo (trim_messages with the memoized counter, bench_engine's LcAgent under the
@@ -80,6 +83,22 @@ def child(args: argparse.Namespace) -> int:
         return sum(d["a"] for d in junk)
 
     TokenCounter().count("warm up the tokenizer")
+    if args.warm < 10:
+        # The first turns collected too: a whole replay first, not collected, as bench_engine --iso throws
+        # its processes' first repeat away (lazy imports, first calls), so the turns counted are a session's,
+        # not the process's first.
+        prime = be.EngineRun(imp, args.window)
+        fed = 0
+        for call in imp.calls:
+            _req, fed = be.engine_turn(prime, call, fed, be.agent_usage(call))
+        prime.close()
+        if args.child == "memo":
+            from langchain_core.messages import trim_messages
+
+            first = be.LcAgent(be.LcPlan(imp))
+            count = be.memo_counter(be.tiktoken_one())
+            for k, limit in enumerate(be.engine_only(imp, args.window)):
+                first.turn(k, trim_messages, limit, count)
     measured = 0
     labels: list[str] = []  # with --calls: each collected region's call, in order
     if args.child in ("engine", "floor"):
