@@ -7,8 +7,10 @@ serving their probe), real sockets and files."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,5 +90,35 @@ def test_the_fall_back_is_said_and_search_finds_the_turns_after_it(rtdir: Path, 
         assert [(c.turn, c.kind) for c in fresh.changes] == [(8, ENTERS)], fresh.changes
         assert fresh.unreadable == 0
         view.stop()
+    finally:
+        pipe.close()
+
+
+def test_a_cut_the_reader_has_already_taken_as_the_files_size_is_still_a_cut(rtdir: Path) -> None:
+    """The file cut between the follower's look at its size and its next read: the read takes the new
+    size as the file's (nothing new in it), so the size no longer looked shorter than what was seen and
+    the follower never fell back (the agent's next write leaves a hole where the turns were; a search
+    read zeros). Measured against where the events read end, the cut is seen at the next look."""
+    path = rtdir.parent / "s.cpsession"
+    pipe = fold_pipeline(rtdir, record=str(path))
+    try:
+        for t in range(3):
+            _turn(pipe, t)
+        src, why = open_live(os.getpid(), timeout=T)
+        assert why is None and isinstance(src, RecordingFollower)
+        assert [v["turn"] for v in src.load_initial()] == [0, 1, 2]
+        os.truncate(path, 100)
+        assert src.reader.refresh() == [] and src.reader.seen_size == 100  # (the race's outcome)
+        seen: list[Any] = []
+        events = src.follow()
+        reader = threading.Thread(target=lambda: seen.extend(events), daemon=True)
+        reader.start()
+        wait_until(lambda: any(isinstance(e, Notice) for e in seen), "the cut was not seen: no fall-back")
+        assert src.header["follow_stopped"] == "the recording was cut to 100 bytes while it was followed"
+        _turn(pipe, 3)
+        pipe.close_turn()
+        wait_until(lambda: any(isinstance(e, NewTurn) and e.trace["turn"] == 3 for e in seen), "no turn 3")
+        src.close()
+        reader.join(T)
     finally:
         pipe.close()

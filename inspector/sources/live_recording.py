@@ -222,15 +222,17 @@ class RecordingFollower(FileSource):
             yield ev
 
     def _file_trouble(self) -> str | None:
-        """Why the file cannot be followed on, or None: cut shorter than what was read (truncated, or
-        rewritten from the start). A file whose footer was read may lose it and no more: a proxy parks
-        an idle session's recording with its footer and cuts that off when the session calls again
-        (engine.capture.proxy.recorder_sessions), and the reader reads on from where the events end."""
+        """Why the file cannot be followed on, or None: cut shorter than the events read (truncated, or
+        rewritten from the start). Measured against where those events end, not the size last seen: a
+        cut made between this look and the next read was taken by the reader's refresh as the file's new
+        size, and the follower never fell back (the agent's next write leaves a hole where the turns
+        were). And a footer may go: a proxy parks an idle session's recording with its footer and cuts
+        that off when the session calls again (engine.capture.proxy.recorder_sessions)."""
         try:
             size = os.fstat(self.reader.fileno()).st_size
         except OSError as exc:
             return f"the recording cannot be read on ({exc.strerror or exc})"
-        if size < (self.reader.data_end if self.reader.finished else self.reader.seen_size):
+        if size < self.reader.data_end:
             return f"the recording was cut to {size} bytes while it was followed"
         return None
 
