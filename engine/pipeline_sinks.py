@@ -27,10 +27,13 @@ ENGINE_VERSION = "0.2.0"
 ENV_RECORD = "CONTEXTPIPE_RECORD"
 
 
-def _start_probe(header: dict[str, Any], journal: Journal, redact: bool) -> Any:
+def _start_probe(header: dict[str, Any], journal: Journal, redact: bool, follow: bool = False) -> Any:
     """The live probe, or None with one warning saying why not and how to fix it. A probe that cannot
     start (a runtime directory planted by another user or with the wrong mode, a socket path too long,
-    no descriptors left) must never stop the agent: the agent runs on without it."""
+    no descriptors left) must never stop the agent: the agent runs on without it. `follow`: an inspector
+    may follow the recording the header names (set before the socket accepts anyone: set after start(),
+    an inspector that attached in between, as `cp-inspect demo`'s does the moment the socket is up, was
+    sent every turn over the stream, with no word why)."""
     from engine.probe.server import ProbeServer
 
     events = journal.events  # append-only: clients read it by index, nothing is copied per client
@@ -40,6 +43,7 @@ def _start_probe(header: dict[str, Any], journal: Journal, redact: bool) -> Any:
     busy = any(s.session is None and s.running for s in list(_PROBES))
     session = next(_PROBE_SESSIONS) if busy else None
     server = ProbeServer(header, lambda: events, redact=redact, session=session)
+    server.follow_recording = follow
     try:
         try:
             server.start()
@@ -48,6 +52,7 @@ def _start_probe(header: dict[str, Any], journal: Journal, redact: bool) -> Any:
                 raise
             server.close()  # <pid>.sock taken meanwhile (another thread's pipeline): a session socket
             server = ProbeServer(header, lambda: events, redact=redact, session=next(_PROBE_SESSIONS))
+            server.follow_recording = follow
             server.start()
     except (ContextPipeError, OSError) as exc:
         server.close()
@@ -96,11 +101,9 @@ class Sinks(PipelineState):
         if serve:
             # An inspector that sees the agent exit can then say where the session is kept.
             hello = {**header, "recording": os.path.abspath(record)} if record else header
-            self.probe = _start_probe(hello, self.journal, redact)
-            if record and self.probe is not None:
-                # An inspector may read the turns from the recording rather than be sent them: nothing
-                # is then encoded or sent for it a turn (engine.probe.handshake, "Following the recording").
-                self.probe.follow_recording = True
+            # An inspector may read the turns from the recording rather than be sent them: nothing is
+            # then encoded or sent for it a turn (engine.probe.handshake, "Following the recording").
+            self.probe = _start_probe(hello, self.journal, redact, follow=bool(record))
         if self.recorder is not None or self.probe is not None:
             self.journal.subscribe(self._publish)
 
