@@ -221,9 +221,12 @@ class Conversation(Registration):
         already that, or the message is behind the compaction's cut and written to disk (what is sent in
         its place is the compaction's)."""
         if type(index) is not int or not 0 <= index < len(self.history):
-            raise ConfigError(f"edit_text({index!r}): no such message (the history holds {len(self.history)})")
+            raise ConfigError(f"edit_text({index!r}): no such message ({self._edit_range()})")
         if type(text) is not str:
-            raise ContentError(f"edit_text({index}, ...): the text is a {type(text).__name__}, not a str")
+            raise ContentError(
+                f"edit_text({index}, ...): the text is a {type(text).__name__}, not a str: "
+                "give the message's whole new text"
+            )
         if not self.history.held(index):  # behind the cut, on disk: not sent, not rewritten
             return False
         old = self.history[index]
@@ -233,6 +236,13 @@ class Conversation(Registration):
         self.fold(ev)
         self.journal.append(ev)
         return True
+
+    def _edit_range(self) -> str:
+        """What edit_text takes, for its error: an index into pipe.history, whose messages it names."""
+        n = len(self.history)
+        if n == 0:
+            return "the history holds none yet: the agent's messages enter it with the request that sends them"
+        return f"the history holds {n}: give an index into pipe.history, 0 to {n - 1}"
 
     def _check_answered(self, before: str) -> None:
         """Raise when the newest assistant message made a call that has no result yet: both providers

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, ContentError
 from engine.pipeline import Pipeline
 from engine.recording.cpsession import RecordingReader
 from engine.recording.journal import unpack_event
@@ -72,8 +72,14 @@ def test_a_recorded_edit_is_one_event_and_replays(tmp_path: Path) -> None:
 def test_bad_edits_are_refused_with_what_to_do() -> None:
     p = Pipeline("claude-sonnet-4", "anthropic", 20_000)
     p.user("hello")
-    with pytest.raises(ConfigError, match=r"edit_text\(5\): no such message \(the history holds 0\)"):
+    with pytest.raises(ConfigError, match=r"edit_text\(5\): no such message \(the history holds none yet"):
         p.edit_text(5, "x")
+    p.next_request()
+    with pytest.raises(ConfigError, match=r"holds 1: give an index into pipe.history, 0 to 0"):
+        p.edit_text(-1, "x")
+    with pytest.raises(ContentError, match=r"edit_text\(0, \.\.\.\): the text is a bytes, not a str: give"):
+        p.edit_text(0, b"x")  # type: ignore[arg-type]
+    assert p.edit_text(0, "hello there")  # (what it takes: the message's whole new text)
 
 
 @pytest.mark.parametrize("window", [4_000, 12_000])
