@@ -25,7 +25,6 @@ the caller builds through the rule. tests/test_sim_closed_cut.py holds the two e
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -151,21 +150,15 @@ class ClosedCut(RunningSums):
     def _start_over(self) -> None:
         self._lanes.clear()  # (their cuts and carried requests were of the conversation the sums were of)
 
-    def rounds_to_drop(self, size: int, need: int) -> tuple[int, int, int]:
-        """(rounds, tokens, end): oldest_to_drop's choice for the whole conversation (total `size`) and
-        `need` tokens, and where the dropped rounds end. The droppable rounds are every round but the
-        task (before starts[0]) and the newest: round j runs from starts[j] to starts[j + 1]."""
-        starts, cum = self.starts, self.cum
-        n = len(starts) - 1  # droppable rounds
+    def rounds_to_drop(self, need: int) -> tuple[int, int, int]:
+        """(rounds, tokens, end): oldest_to_drop's choice for the whole conversation (the sums' total:
+        the callers check the history's is that) and `need` tokens, and where the dropped rounds end.
+        The droppable rounds are every round but the task (before starts[0]) and the newest."""
+        n = len(self.starts) - 1  # droppable rounds
         if n <= 0 or need <= 0:
             return 0, 0, 0
-        first, last = starts[0], starts[n]
-        total_droppable = size - cum[first] - (cum[-1] - cum[last])
-        room = total_droppable - need
-        # The oldest round that can stay: the first whose start's running sum reaches cum[last] - room.
-        i = bisect_left(starts, cum[last] - room, 0, n, key=cum.__getitem__)
-        kept = cum[last] - cum[starts[i]] if i < n else 0
-        return i, total_droppable - kept, starts[i]
+        i, acc = self.oldest_rounds(0, n, need)
+        return i, acc, self.starts[i]
 
     def trim(
         self,
@@ -202,7 +195,7 @@ class ClosedCut(RunningSums):
         budget = budgets.get(hist.id)
         if budget is None or size <= budget:
             return None  # the rule would cut the history only to squeeze the whole: not taken here
-        count, acc, end = self.rounds_to_drop(size, size - budget)
+        count, acc, end = self.rounds_to_drop(size - budget)
         if count == 0:
             return None
         return self._drop(
@@ -401,7 +394,7 @@ class ClosedCut(RunningSums):
                 made.append(ctx)
             return made[0]
 
-        count, acc, end = self.rounds_to_drop(size, size - budget)
+        count, acc, end = self.rounds_to_drop(size - budget)
         if (count, acc, end) != (sent.rounds, sent.acc, sent.end):
             # Other rounds: dropped from an assembly at the new cut, as trim drops them.
             if count == 0 or self.starts[0] == 0:

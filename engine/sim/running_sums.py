@@ -9,6 +9,7 @@ grow, or an agent's edit (HistoryLog.edits, Pipeline.edit_text: a message before
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 from engine.artifacts import Message
@@ -51,3 +52,14 @@ class RunningSums:
 
     def _start_over(self) -> None:
         """Drop what a subclass carried beside the sums (it was of the conversation they were of)."""
+
+    def oldest_rounds(self, lo: int, hi: int, need: int) -> tuple[int, int]:
+        """history_ops.oldest_to_drop's choice among the rounds lo..hi-1 (round j runs from starts[j] to
+        starts[j + 1]) for `need` tokens, by bisection over the sums: (i, tokens), rounds lo..i-1 dropped
+        (i == hi: all of them, still short of `need`) and the tokens they held."""
+        starts, cum = self.starts, self.cum
+        top = cum[starts[hi]]
+        droppable = top - cum[starts[lo]]
+        # The oldest round that can stay: the first whose start's running sum reaches top - room.
+        i = bisect_left(starts, top - (droppable - need), lo, hi, key=cum.__getitem__)
+        return i, droppable - (top - cum[starts[i]] if i < hi else 0)

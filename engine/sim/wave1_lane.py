@@ -13,7 +13,7 @@ conversation from the end of trim's cut. `Wave1Lane` keeps the conversation's ru
 starts, called tool names, full results and largest result, extended by what was appended (a replayed
 conversation only grows), and finds the three rules' choices from them as the rules find them in the
 whole conversation: clear_results.clear_places over the results, drop_rounds.rounds_to_drop, and
-history_ops.oldest_to_drop's bisection over the rounds drop_rounds kept. The request is assembled with
+history_ops.oldest_to_drop's bisection over the rounds drop_rounds kept (RunningSums.oldest_rounds). The request is assembled with
 the task and the conversation from trim's cut only (`Pipeline.assembled(bound, cut)`: its history total
 is the whole conversation's, which the plan reads); trim_schemas is given the tools the whole
 conversation called (trim_schemas.keep_used), spill runs over the sections but the history
@@ -32,7 +32,6 @@ within it already. Anything else gives None and the caller builds through Pipeli
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Sequence, Set
 from typing import TYPE_CHECKING, Any
 
@@ -159,10 +158,7 @@ class Wave1Lane(RunningSums):
         else:
             # trim_sections over what drop_rounds kept: oldest_to_drop over its droppable rounds, the
             # conversation's rounds count..last-1 (their running sums are the conversation's, shifted).
-            top = cum[starts[last]]
-            room = (top - cum[end]) - need
-            i = bisect_left(starts, top - room, count, last, key=cum.__getitem__)
-            acc = (top - cum[end]) - (top - cum[starts[i]] if i < last else 0)
+            i, acc = self.oldest_rounds(count, last, need)
             rounds = i - count
             if rounds == 0:
                 return None
