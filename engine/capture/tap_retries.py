@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.capture.proxy.retries import RETRY_COUNT_HEADER, retry_count
+# (an attempt noted as the proxy notes it: its error cut at the same length)
+from engine.capture.proxy.retries import NOTE_CHARS, RETRY_COUNT_HEADER, retry_count
 
 # The attempts list of the tapped call running in this thread or task (None: not a tapped call)
 _TRIES: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
     "contextpipe_tap_tries", default=None
 )
-_NOTE_CHARS = 300  # of an attempt's error, as the proxy keeps it (retries._NOTE_CHARS)
 _HOOKED = "_contextpipe_tries_hooked"  # set on an httpx client once its hooks are in
 
 
@@ -67,7 +67,7 @@ def _answered(response: Any, body: bytes) -> None:
         last["retry_after"] = str(wait)[:100]
     if last["status"] >= 400:
         said = f" (retry-after: {wait})" if wait else ""
-        last["error"] = f"HTTP {last['status']}{said}: {body[:2000].decode('utf-8', 'replace')}"[:_NOTE_CHARS]
+        last["error"] = f"HTTP {last['status']}{said}: {body[:2000].decode('utf-8', 'replace')}"[:NOTE_CHARS]
 
 
 def _on_request(request: Any) -> None:

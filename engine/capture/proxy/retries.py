@@ -49,7 +49,7 @@ GRACE_S = 10.0
 # A Retry-After longer than this is not waited for: the attempt is journaled as failed then (a retry that
 # comes later is a new turn). The SDKs wait whatever they are told; a live view should not lag an hour.
 MAX_WAIT_S = 120.0
-_NOTE_CHARS = 300  # of an attempt's error, on the trace (the turn's own error keeps the whole message)
+NOTE_CHARS = 300  # of an attempt's error, on the trace (the turn's own error keeps the whole message; the tap's too)
 
 
 def retried_status(status: int | None) -> bool:
@@ -120,7 +120,7 @@ class Held:
         out: dict[str, Any] = {
             "attempt": attempt,
             "status": self.ex.status,
-            "error": self.problem[:_NOTE_CHARS],
+            "error": self.problem[:NOTE_CHARS],
             "sent": self.ex.started,
             "ended": self.ex.ended,
         }
