@@ -119,16 +119,16 @@ class FoldSend(IOLoop):
         event waiting (the turn's, left waiting by publish) and the one just published go, as they are,
         in one batch into its ring. False, with nothing taken or changed, to leave them to `_send_now`.
 
-        What `_ring_now` does for an elided reader, in one function with no Python call (the ring's write
-        in line but for a frame that goes round the ring's end): this runs once a turn, at its close, right after the model call, when nothing of the probe
-        is in cache, and on this VM each call on that path cost the agent's thread a few us (its frame,
-        its code and the attributes it reads, cold). Measured on a paced turn with the fold reader
-        attached (in-process A/B, the turn's eight publishes, 150 turns each side, load 4-5): ~57 us a
-        turn through `_ring_now`, `_window_full`, `_take_pending`, `_types` and `pack_payload_fast`,
-        ~49 us here (-8.1 and -8.8 us in two runs, 95% -9.8 to -7.2). ~4 us of that is the lock taken
-        with a positional argument and the queue popped by a plain loop: a keyword argument to a C
-        function, and map(call, repeat(...)), each run C code nothing else on this thread ran since the
-        last turn. Its checks are `_ring_now`'s and `_window_full`'s."""
+        What `_ring_now` does for an elided reader, in one function with no Python call (the ring's write in
+        line but for a frame that goes round the ring's end): this runs once a turn, at its close, right after
+        the model call, when nothing of the probe is in cache, and on this VM each call on that path cost the
+        agent's thread a few us (its frame, its code and the attributes it reads, cold). Measured on a paced
+        turn with the fold reader attached (in-process A/B, the turn's eight publishes, 150 turns each side,
+        load 4-5): ~57 us a turn through `_ring_now`, `_window_full`, `_take_pending`, `_types` and
+        `pack_payload_fast`, ~49 us here (-8.1 and -8.8 us in two runs, 95% -9.8 to -7.2). ~4 us of that is the
+        lock taken with a positional argument and the queue popped by a plain loop: a keyword argument to a C
+        function, and map(call, repeat(...)), each run C code nothing else on this thread ran since the last
+        turn. Its checks are `_ring_now`'s and `_window_full`'s."""
         fast = self._fold_pack
         lock = self._pass_lock
         if fast is None or not lock.acquire(False):  # (without waiting)

@@ -13,13 +13,13 @@ conversation from the end of trim's cut. `Wave1Lane` keeps the conversation's ru
 starts, called tool names, full results and largest result, extended by what was appended (a replayed
 conversation only grows), and finds the three rules' choices from them as the rules find them in the
 whole conversation: clear_results.clear_places over the results, drop_rounds.rounds_to_drop, and
-history_ops.oldest_to_drop's bisection over the rounds drop_rounds kept (RunningSums.oldest_rounds). The request is assembled with
-the task and the conversation from trim's cut only (`Pipeline.assembled(bound, cut)`: its history total
-is the whole conversation's, which the plan reads); trim_schemas is given the tools the whole
-conversation called (trim_schemas.keep_used), spill runs over the sections but the history
-(spill_large.spill_sections: nothing in it is over the threshold), and the other rules run on it as they
-are: the same request, markers and actions as Pipeline.decide's, for what was appended plus what is
-sent (no scan of the sent window either: it starts elsewhere nearly every turn, so the rules' carried
+history_ops.oldest_to_drop's bisection over the rounds drop_rounds kept (RunningSums.oldest_rounds). The
+request is assembled with the task and the conversation from trim's cut only (`Pipeline.assembled(bound,
+cut)`: its history total is the whole conversation's, which the plan reads); trim_schemas is given the
+tools the whole conversation called (trim_schemas.keep_used), spill runs over the sections but the
+history (spill_large.spill_sections: nothing in it is over the threshold), and the other rules run on it
+as they are: the same request, markers and actions as Pipeline.decide's, for what was appended plus what
+is sent (no scan of the sent window either: it starts elsewhere nearly every turn, so the rules' carried
 scans of it would start over).
 
 Taken only where that shape is certain: every gate open, the tier at AggressivePrune, no summarizer, no
@@ -27,7 +27,8 @@ pending parts, a task before the first assistant message (a user message, which 
 result in the conversation over the spill threshold, every cleared result in the rounds drop_rounds
 drops, at least four droppable rounds and one left after drop_rounds' cut, and trim's cut bringing what
 drop_rounds kept within the history's budget (after cutting inside results, as the rule does), or that
-within it already. Anything else gives None and the caller builds through Pipeline.decide. tests/test_sim_wave1_lane.py holds the two equal turn by turn.
+within it already. Anything else gives None and the caller builds through Pipeline.decide.
+tests/test_sim_wave1_lane.py holds the two equal turn by turn.
 """
 
 from __future__ import annotations
