@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .option_check import check_theme
-from .recording_open import fail, not_a_pid
+from .recording_open import fail, not_a_pid, warn_plain
 from .replay_argv import scan_plain, shell_completing
 
 if TYPE_CHECKING:
@@ -56,8 +56,7 @@ def attach(pid: str, theme: str | None = None) -> None:
     except ContextPipeError as exc:
         fail(str(exc))
     if why is not None:
-        # (recording_open.warn's line, without importing typer on this path: see the module's docstring)
-        sys.stderr.write(f"cp-inspect: warning: {why}\n")
+        warn_plain(why)  # (without importing typer on this path: see recording_open's docstring)
     run_live(src, theme, process_ended(*target))
 
 

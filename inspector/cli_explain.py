@@ -27,7 +27,7 @@ from .cli_events import (
 from .cli_output import echo
 from .cli_overrides import check_window, parse_gates, parse_thresholds
 from .option_check import check_thresholds, option_check
-from .recording_open import fail, open_recording, warn
+from .recording_open import fail, open_recording, warn, warn_plain
 from .token_arg import parse_turn, tokens_option
 
 if TYPE_CHECKING:
@@ -59,8 +59,6 @@ def _live_read(pid: int, session: int | None) -> tuple[RecordingReader | None, l
     when it records (the agent sends nothing; the file is read as any recording is), else (None, its
     journal's events whole through the probe's fold stream, its hello). Why an offered recording is not
     read is said on stderr, as `attach` says it."""
-    import sys
-
     from inspector.sources.live_recording import open_recorded
 
     try:
@@ -68,7 +66,7 @@ def _live_read(pid: int, session: int | None) -> tuple[RecordingReader | None, l
     except ContextPipeError as exc:
         fail(str(exc))
     if why is not None:
-        sys.stderr.write(f"cp-inspect: warning: {why}\n")  # (recording_open.warn's line, without typer)
+        warn_plain(why)
     from inspector.sources.live import LiveSource
 
     if not isinstance(got, LiveSource):

@@ -12,7 +12,7 @@ from engine.wording import counted
 
 from .cli_output import echo
 from .content_search import LEAVES, Change, FoldIndex
-from .recording_open import fail, open_recording
+from .recording_open import fail, open_recording, warn_plain
 
 
 def find(target: str | Path, text: str, as_json: bool = False) -> None:
@@ -122,9 +122,7 @@ def _open(target: str | Path) -> tuple[Any, list[int], str, FoldIndex | None]:
     except ContextPipeError as exc:
         fail(str(exc))
     if why is not None:
-        import sys
-
-        sys.stderr.write(f"cp-inspect: warning: {why}\n")  # (as attach says it)
+        warn_plain(why)  # (as attach says it)
     if not isinstance(got, LiveSource):
         checked = FileSource(Path(got.path), reader=got)
         by_fd = Path(f"/proc/self/fd/{got.fileno()}")

@@ -14,7 +14,7 @@ import typer
 
 from engine.errors import ContextPipeError
 
-from .cli_common import ThemeOpt, _check_new_recording, _run_app, fail, need_terminal
+from .cli_common import ThemeOpt, _check_new_recording, _run_app, fail, need_terminal, warn
 from .proxy_cli import agent_ended
 from .token_arg import number_option
 
@@ -121,7 +121,7 @@ def demo(
         err = log.read_text(errors="replace") if log.exists() else ""
         fail(f"{exc}\n{err[-400:]}")
     if why is not None:
-        typer.echo(f"cp-inspect: warning: {why}", err=True)  # (and on screen: the app says it on mount)
+        warn(why)  # (and on screen: the app says it on mount)
     src.header["recording"] = str(rec)
     try:
         _run_app(src, theme, agent_ended=lambda: agent_ended(child, log))

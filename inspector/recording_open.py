@@ -43,6 +43,14 @@ def warn(message: str) -> None:
     typer.secho(f"cp-inspect: warning: {message}", fg=typer.colors.YELLOW, err=True)
 
 
+def warn_plain(message: str) -> None:
+    """`warn`'s line, uncoloured, without importing typer: for the paths that do not (attach on a pid, and
+    explain's and find's reading a live agent, say why its recording is not read while they go on)."""
+    import sys
+
+    sys.stderr.write(f"cp-inspect: warning: {message}\n")
+
+
 def about(path: Path, exc: Exception) -> str:
     """`exc`'s message naming `path` once: a RecordingError already starts with it."""
     text = str(exc)
