@@ -13,8 +13,11 @@ valid provider body: a placeholder or a summary is a block with its own hash and
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, islice
 from operator import attrgetter
 from typing import Any
 
@@ -324,11 +327,52 @@ class FittingWindow:
     def __init__(self) -> None:
         # (the conversation, its window's start, the tokens of conversation[start:]) of the last call.
         self._last: tuple[Messages, int, int] | None = None
+        # (the last call's conversation, P, R) while the caller hands the messages' Blocks (clear_tool_uses):
+        # P[i] the tokens of conversation[:i], R its round starts (assistant messages past index 0) in
+        # order, both carried as the conversation is edited near its end and appended to. The window is
+        # then found by bisection: past its window, clear_tool_uses' start moves on or back by dozens of
+        # short cleared rounds when a large result is cleared or comes in (moves of 36-88 messages were
+        # common on a 6,000-turn what-if), and the walk below read each of them (~27 us a call).
+        self._sums: tuple[Messages, array[int], array[int]] | None = None
 
     def reset(self) -> None:
         self._last = None
+        self._sums = None
 
-    def fits(self, v: TurnView, messages: Messages, tokens: int) -> None:
+    def _carry_sums(
+        self, messages: Messages, was: Messages | None, changed: Iterable[int], blocks: Sequence[Block] | None
+    ) -> tuple[Messages, array[int], array[int]] | None:
+        """(messages, P, R) (see _sums) when `blocks` are the messages' Blocks: the last call's carried
+        when `was` is its conversation (`messages` is `was` with the messages at `changed` replaced,
+        same roles, and messages appended: P recomputed from the first of them on, R extended by the
+        appended), else made from the Blocks (once, where the chain of conversations starts). None
+        without Blocks."""
+        got, self._sums = self._sums, None
+        n = len(messages)
+        if blocks is None or len(blocks) != n:
+            return None
+        if got is not None and was is not None and got[0] is was and n >= len(was):
+            _, sums, rounds = got
+            k = len(was)
+            i0 = min((i for i in changed if i < k), default=k)
+            del sums[i0 + 1 :]
+            sums.extend(islice(accumulate(map(_TOKENS, blocks[i0:]), initial=sums[i0]), 1, None))
+            rounds.extend(i for i in range(max(k, 1), n) if messages[i].role == "assistant")
+        else:
+            sums = array("q", accumulate(map(_TOKENS, blocks), initial=0))
+            rounds = array("q", (i for i, x in enumerate(messages) if i and x.role == "assistant"))
+        self._sums = (messages, sums, rounds)
+        return self._sums
+
+    def fits(
+        self,
+        v: TurnView,
+        messages: Messages,
+        tokens: int,
+        was: Messages | None = None,
+        changed: Iterable[int] = (),
+        blocks: Sequence[Block] | None = None,
+    ) -> None:
         """This call's conversation fits whole (`tokens`: its messages' total, as Measure.item counts
         them): carried from its first round start (a start whose tail fits: the walk back from it ends
         at once), so the next call's window, if that one no longer fits, is moved from there.
@@ -336,7 +380,9 @@ class FittingWindow:
         clear_tool_uses where its edited conversation hovers about the budget (a newly cleared result
         lets it fit, a turn's new messages not): each turn after one that fitted read the whole ~4,700
         messages again (last_fitting_window: most of that column's window work on a 3,000-turn
-        what-if). The answers are window's own, from any carried round start (see window)."""
+        what-if). The answers are window's own, from any carried round start (see window).
+        `was`, `changed`, `blocks`: as start's (the Blocks' sums carried to the next call's start)."""
+        self._carry_sums(messages, was, changed, blocks)
         item = v.measure.item
         head = 0  # tokens of messages[:s]
         for s, x in enumerate(messages):
@@ -368,6 +414,16 @@ class FittingWindow:
         message's tokens are its Block's, read from it rather than measured again (the walks below read
         ~25 messages a call of clear_tool_uses past its window, Measure.item a method call each)."""
         last, self._last = self._last, None
+        got = self._carry_sums(messages, was, changed, blocks)
+        if got is not None:
+            # The first round start whose tail fits (P[n] - P[s] <= budget: P only grows), else the
+            # newest round start; none: the whole conversation (last_fitting_window's answers).
+            _, sums, rounds = got
+            j = bisect_left(rounds, bisect_left(sums, sums[-1] - budget))
+            start = rounds[j] if j < len(rounds) else rounds[-1] if rounds else 0
+            if start:
+                self._last = (messages, start, sums[-1] - sums[start])
+            return start
         item = v.measure.item
         if last is None or was is None or last[0] is not was or len(messages) < len(was):
             out = last_fitting_window(v, messages, budget)

@@ -274,7 +274,11 @@ class ClearToolUses:
             )
             actions.append("drop_oldest_rounds")
         else:
-            self._window.fits(v, msgs, tokens)
+            # (With what the edit changed and the Blocks: the window's sums carried, see FittingWindow.)
+            if edit is not None:
+                self._window.fits(v, msgs, tokens, edit[0], edit[1], blocks_of)
+            else:
+                self._window.fits(v, msgs, tokens, None, (), blocks_of)
         # The store's own lists (copy=False), read here once into the request: one copy of the
         # conversation a call, not three (each a reference count touched per Block); a window is the
         # tail of the whole conversation's Blocks (found among the carried ones, it was compared with
