@@ -244,12 +244,31 @@ def appended_since(
     turn, a latch flip, a note to carry (an empty or silent message, a rename, pending parts that send
     nothing or fail silently), a recovery, an emergent item due, or nothing appended. Both lanes ask it
     (the express lane's live turns, simulate's held turns in engine/pipeline_held_lane.py)."""
+    return _appended(
+        pipe, cfg, st, c.cfg, c.state, c.measure, c.sources_version, c.task_end, c.history_len, c.pending
+    )
+
+
+def _appended(
+    pipe: Pipeline,
+    cfg: PipelineConfig,
+    st: CompactionState,
+    c_cfg: PipelineConfig,
+    c_state: CompactionState,
+    c_measure: Any,
+    sources_version: int,
+    task_end: int | None,
+    c_history_len: int,
+    c_pending: Message | None,
+) -> tuple[list[Any], int, Message | None] | None:
+    """appended_since's answer from the fields of the last lane turn it reads (the express lane's turn
+    has them unpacked already: see turn)."""
     if (
-        cfg is not c.cfg
-        or st is not c.state
-        or pipe.measure is not c.measure
-        or pipe._sources_version != c.sources_version
-        or (pipe._first_assistant != c.task_end and (c.task_end is not None or st.cut > 0))
+        cfg is not c_cfg
+        or st is not c_state
+        or pipe.measure is not c_measure
+        or pipe._sources_version != sources_version
+        or (pipe._first_assistant != task_end and (task_end is not None or st.cut > 0))
         or pipe.flipped
         or pipe._empty_msgs
         or pipe._silent_errors
@@ -257,7 +276,7 @@ def appended_since(
         or pipe.stats.recovery_turns_left > 0
         or (pipe.emergent.items and pipe.emergent.due(pipe.turn))  # (due()'s frame only when any wait)
         or pipe._sources_carry is None
-        or pipe._sources_carry[0] != c.sources_version
+        or pipe._sources_carry[0] != sources_version
     ):
         return None
     pending = pipe.pending
@@ -265,10 +284,10 @@ def appended_since(
         return None  # the history section would carry a note
     # The messages appended since: the last build's pending message (closed into the history as that
     # very object) first, when there was one.
-    appended: list[Any] = pipe.history.since(c.history_len)  # (one read of the log: a list of the tail)
-    history_len = c.history_len + len(appended)
-    if c.pending is not None:
-        if not appended or appended[0] is not c.pending:
+    appended: list[Any] = pipe.history.since(c_history_len)  # (one read of the log: a list of the tail)
+    history_len = c_history_len + len(appended)
+    if c_pending is not None:
+        if not appended or appended[0] is not c_pending:
             return None
         del appended[0]
     new_pending = Message("user", tuple(pending)) if pending else None
@@ -287,8 +306,8 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # field by name (each of the ~30 was the generic attribute look-up: the type's method cache and the
     # field's descriptor, two more places a cold turn reads from memory).
     (
-        _cfg, _st, sources_version, _m, ser_obj, _te, c_full, hidx, elided, _hl, _pending, c_layout, at, slot,
-        was, c_before_marks, c_marks, fixed, c_earlier, c_short, sums,
+        c_cfg, c_st, sources_version, c_m, ser_obj, task_end, c_full, hidx, elided, c_history_len, c_pending,
+        c_layout, at, slot, was, c_before_marks, c_marks, fixed, c_earlier, c_short, sums,
     ) = c  # fmt: skip
     if was is not None and was.read():
         pipe._lane_pause = READ_PAUSE  # the agent reads the traces (see READ_PAUSE)
@@ -298,7 +317,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     st = pipe.compaction
     if pipe._serializers.get(cfg.provider) is not ser_obj:
         return None
-    since = appended_since(pipe, c, cfg, st)
+    since = _appended(pipe, cfg, st, c_cfg, c_st, c_m, sources_version, task_end, c_history_len, c_pending)
     if since is None:
         return None
     appended, history_len, new_pending = since

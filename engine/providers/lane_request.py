@@ -63,11 +63,16 @@ def lane_request(
     turn is not the one this pass is for (see the module's docstring)."""
     # The last request: the lane's, spliced from the one before (its end and sums known), this layout.
     b = ser._body_at
-    if b is None or b.layout is not layout or b.model != model or b.max_tokens != max_tokens:
+    if b is None:
         return None
-    got = b.before
-    end = b.end
-    if got is None or got.at != at or end is None or at != len(layout) - 1 or layout[at][1] is not prev:
+    # (Unpacked once: Python 3.11 specializes no read of a named tuple's field by name.)
+    b_layout, body, b_model, b_max_tokens, end, got = b
+    if b_layout is not layout or b_model != model or b_max_tokens != max_tokens:
+        return None
+    if got is None or end is None or at != len(layout) - 1 or layout[at][1] is not prev:
+        return None
+    got_at, got_blocks, got_total, got_last_marker, _tail, got_tool_shas, got_section_shas, ghex = got
+    if got_at != at:
         return None
     runs = ser._runs.get(s.id)
     ptokens = prev.tokens
@@ -178,16 +183,15 @@ def lane_request(
     out[at] = (s, run)
     ser.layout = out
     if marks:
-        last_marker = len(got.blocks) + max(marks)
+        last_marker = len(got_blocks) + max(marks)
         tail_marked = n - 1 in marks
     else:
-        last_marker = got.last_marker
+        last_marker = got_last_marker
         tail_marked = False
-    all_blocks = got.blocks + blocks
-    total = got.total + run_tokens
-    section_shas = got.section_shas.copy()
+    all_blocks = got_blocks + blocks
+    total = got_total + run_tokens
+    section_shas = got_section_shas.copy()
     section_shas[sid] = run_sha
-    ghex = got.hexes
     hex_list = None if ghex is None else [*ghex, hexes]
     marked = last_marker
     if not ser.policy.supports_markers:
@@ -199,7 +203,6 @@ def lane_request(
         prefix_tokens = sum(map(_TOKENS, all_blocks[:plen]))
     # The body: the last one's bytes before the first fragment written again, the new fragments, and
     # its tail after the messages (_spliced's splice).
-    body = b.body
     view = memoryview(body)
     start = end - rewritten
     parts: list[bytes | memoryview] = [b","] * (2 * len(new_frags) + 1)
@@ -224,7 +227,7 @@ def lane_request(
         req.__dict__ = {
             "provider": ser.policy.name, "body": data, "blocks": all_blocks, "request_sha256": request_sha,
             "_prefix": PrefixDigest(hex_list, plen, ser._digests), "cacheable_prefix_tokens": prefix_tokens,
-            "tool_shas": got.tool_shas.copy(), "section_shas": section_shas, "last_marked": marked,
+            "tool_shas": got_tool_shas.copy(), "section_shas": section_shas, "last_marked": marked,
         }  # fmt: skip
         return out, req
     prefix_sha = ser._prefix_hash.hexdigest(_prefix_hex(None, all_blocks[:plen]))
@@ -232,6 +235,6 @@ def lane_request(
     req.__dict__ = {
         "provider": ser.policy.name, "body": data, "blocks": all_blocks, "request_sha256": request_sha,
         "prefix_sha256": prefix_sha, "cacheable_prefix_tokens": prefix_tokens,
-        "tool_shas": got.tool_shas.copy(), "section_shas": section_shas, "last_marked": marked,
+        "tool_shas": got_tool_shas.copy(), "section_shas": section_shas, "last_marked": marked,
     }  # fmt: skip
     return out, req
