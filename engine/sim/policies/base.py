@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, islice
+from itertools import accumulate
 from operator import attrgetter
 from typing import Any
 
@@ -354,10 +354,15 @@ class FittingWindow:
         if got is not None and was is not None and got[0] is was and n >= len(was):
             _, sums, rounds = got
             k = len(was)
-            i0 = min((i for i in changed if i < k), default=k)
+            i0 = min(min(changed, default=k), k)  # (an index past `was` is an appended message)
             del sums[i0 + 1 :]
-            sums.extend(islice(accumulate(map(_TOKENS, blocks[i0:]), initial=sums[i0]), 1, None))
-            rounds.extend(i for i in range(max(k, 1), n) if messages[i].role == "assistant")
+            acc = sums[i0]
+            for b in blocks[i0:]:  # (a few: the newly cleared result's message and the new ones)
+                acc += b.tokens
+                sums.append(acc)
+            for i in range(max(k, 1), n):
+                if messages[i].role == "assistant":
+                    rounds.append(i)
         else:
             sums = array("q", accumulate(map(_TOKENS, blocks), initial=0))
             rounds = array("q", (i for i, x in enumerate(messages) if i and x.role == "assistant"))
