@@ -149,32 +149,61 @@ def test_a_one_client_cap_is_named_in_words_that_read_right(rtdir: Path) -> None
 # ------------------------------------------------------------------ memory
 
 
+# The client of the test below, in its own process as an inspector is: in the agent's process its decoding
+# counted as the agent's CPU, and the probe's CPU budget (engine.probe.cpu_budget: CPU_SHARE of a busy
+# agent's CPU) held the sends to a trickle that depended on the host (a quiet one delivered 342-492 of
+# the 500 events in 20 s, a loaded one all of them).
+_COUNTING_CLIENT = """
+import sys, time
+from pathlib import Path
+from engine.probe.client import ProbeClient
+pid, rtdir, n = int(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+with ProbeClient.connect(pid, runtime_dir=rtdir) as client:
+    print("attached", flush=True)
+    got, deadline = 0, time.monotonic() + 120
+    while got < n and time.monotonic() < deadline:
+        if client.recv(1.0) is not None:
+            got += 1
+print(got, flush=True)
+"""
+
+
 def test_events_every_client_has_been_sent_are_not_kept_by_the_probe(rtdir: Path) -> None:
     # The journal keeps its last 4,096 events in memory and moves older ones to disk; the probe kept the
     # last `queue_limit` (10,000 by default) in its ring while any client was attached, however fast it
     # read. Here the journal keeps none: what the probe holds is all that is held.
     server = ProbeServer(HELLO, list, runtime_dir=rtdir, queue_limit=2000)
     n, size = 500, 20_000
-    with server, ProbeClient.connect(os.getpid(), runtime_dir=rtdir) as client:
-        tracemalloc.start()
+    with server:
+        reader = subprocess.Popen(
+            [sys.executable, "-c", _COUNTING_CLIENT, str(os.getpid()), str(rtdir), str(n)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
         try:
-            base = tracemalloc.get_traced_memory()[0]
-            for i in range(n):
-                server.publish({"k": "note", "i": i, "text": f"{i:08d}" * (size // 8)})
-            got = 0
-            deadline = time.monotonic() + 20
-            while got < n and time.monotonic() < deadline:
-                if client.recv(1.0) is not None:
-                    got += 1
-            assert got == n
-            held = 0
-            while time.monotonic() < deadline:  # (the I/O thread lets go right after its send)
-                held = tracemalloc.get_traced_memory()[0] - base
-                if held < n * size // 10:
-                    break
-                time.sleep(0.05)
+            assert reader.stdout is not None
+            assert reader.stdout.readline().strip() == "attached"
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                for i in range(n):
+                    server.publish({"k": "note", "i": i, "text": f"{i:08d}" * (size // 8)})
+                out, _ = reader.communicate(timeout=180)
+                assert int(out.strip()) == n
+                held = 0
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:  # (the I/O thread lets go right after its send)
+                    held = tracemalloc.get_traced_memory()[0] - base
+                    if held < n * size // 10:
+                        break
+                    time.sleep(0.05)
+            finally:
+                tracemalloc.stop()
         finally:
-            tracemalloc.stop()
+            if reader.poll() is None:
+                reader.kill()
+                reader.wait()
     assert held < n * size // 10, f"the probe still holds {held} bytes of the {n * size} it sent"
 
 
