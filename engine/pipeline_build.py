@@ -2,7 +2,8 @@
 wave-1 rules or the cost_aware policy with its compaction state) and its request (`build`: the decision
 serialized for the provider and traced), what a caller running rules of its own reads of them
 (`assembled`, `planned`, `optimize_context`), a shadow candidate's build, the summarizer a compaction
-calls, and the caches a pipeline carries from turn to turn to go faster.
+calls, and the caches a pipeline carries from turn to turn to go faster (forgotten by Folding's
+`drop_caches`, a stage below, when the history is edited).
 
 A base class of Pipeline (see engine/pipeline_state.py for the chain).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from engine.assembly import Assembly, Measure
+from engine.assembly import Assembly
 from engine.config import PipelineConfig
 from engine.hashing import content_hash
 from engine.optimize import OptimizeContext, optimize
@@ -65,19 +66,6 @@ class Building(Planning):
         out["planner estimates"] = len(self._estimates)
         out["recent traces"] = len(self.traces)
         return out
-
-    def drop_caches(self) -> None:
-        """Forget everything carried from turn to turn only for speed (serializer fragments and previous
-        runs, section totals, planner estimates, unchanged source sections, the running history total).
-        The next request is the same, byte for byte; it just does more work. Token counts stay in the
-        TokenCounter, which callers may share between sessions."""
-        self._serializers.clear()
-        self._sections.clear()
-        self._estimates.clear()
-        self._carry.clear()
-        self._sources_carry = None
-        self.measure = Measure(self.counter)
-        self._hist_counted, self._hist_tokens, self._hist_tokenizer = 0, 0, ""
 
     def build(
         self,

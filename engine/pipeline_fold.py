@@ -1,6 +1,7 @@
 """The fold: every journal event applied to a Pipeline's state (`fold`, the one way the state changes, live
 or replayed), and what it keeps as it goes: the journal's blobs (`_blob`, `_text`), the parts and
-messages folded from events, the running usage, and the history released to disk behind the cut.
+messages folded from events, the running usage, the history released to disk behind the cut, and an
+agent's edit of its history put in place (with `drop_caches`: what the stages above carry for speed).
 
 A base class of Pipeline (see engine/pipeline_state.py for the chain).
 """
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.artifacts import Media, Message, Part, Text, Thinking, ToolCall, ToolResult, ToolSchema
+from engine.assembly import Measure
 from engine.catalog import SourceSpec
 from engine.config import PipelineConfig
 from engine.errors import ContentError
@@ -260,7 +262,22 @@ class Folding(Assembling):
             if holds(msg.parts):
                 notes.append(i)
                 notes.sort()
-        self.drop_caches()  # type: ignore[attr-defined]  # (Building's, a stage above this one)
+        self.drop_caches()
+
+    def drop_caches(self) -> None:
+        """Forget everything carried from turn to turn only for speed (serializer fragments and previous
+        runs, section totals, planner estimates, unchanged source sections, the running history total).
+        The next request is the same, byte for byte; it just does more work. Token counts stay in the
+        TokenCounter, which callers may share between sessions. Here, below the stages that fill these
+        caches (Planning, Building), because an agent's `edit` folded here must drop them: each stage
+        calls only what is below it."""
+        self._serializers.clear()
+        self._sections.clear()
+        self._estimates.clear()
+        self._carry.clear()
+        self._sources_carry = None
+        self.measure = Measure(self.counter)
+        self._hist_counted, self._hist_tokens, self._hist_tokenizer = 0, 0, ""
 
     def _part(self, p: dict[str, Any]) -> Part:
         t = p["t"]
