@@ -30,15 +30,12 @@ import pytest
 from engine.probe.client import ProbeClient
 from engine.probe.client_state import HIGH_WATER
 from engine.probe.frame_reader import _FrameReader
-from engine.probe.loop import COALESCE, FLUSH_MAX, JOIN_SLACK
+from engine.probe.loop import COALESCE
 from engine.probe.server import ProbeServer
 from engine.recording.frames import decode_frames, encode_frame
 
 REPO = Path(__file__).resolve().parents[1]
 T = 30.0  # generous: only reached when something is broken
-# close() waits at most FLUSH_MAX + JOIN_SLACK by design; what a loaded machine adds on top, well under the
-# T a close held up by the I/O thread took.
-CLOSE_LOAD_SLACK = 8.0
 MARKER = "ZqXsecretMarker"
 HELLO = {"model": "claude-sonnet-4", "provider": "anthropic", "engine_version": "0.1.0"}
 
@@ -528,8 +525,13 @@ def test_close_while_the_io_thread_is_held_up_is_orderly(xdg: Path) -> None:
     release = threading.Event()
     journal: list[dict[str, Any]] = [{"k": "msg", "i": i} for i in range(100)]
 
+    held_up = threading.Event()  # the I/O thread is in the snapshot
+    held_up_ended = threading.Event()  # the snapshot's wait is over (released, or T passed)
+
     def slow_snapshot() -> list[dict[str, Any]]:
+        held_up.set()
         release.wait(T)  # a journal lock held by the agent, say
+        held_up_ended.set()
         return journal
 
     errors = _Errors()
@@ -545,16 +547,17 @@ def test_close_while_the_io_thread_is_held_up_is_orderly(xdg: Path) -> None:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(str(server.path))
         wait_until(lambda: server.client_count == 1, what="client registered")
-        t0 = time.monotonic()
+        wait_until(held_up.is_set, what="the I/O thread in the snapshot")
         server.close()
-        took = time.monotonic() - t0
+        # close() returned while the I/O thread was still held up (it did not wait for the snapshot to
+        # end, which only the release below or T ends): it gave up its bounded join, as designed.
+        assert not held_up_ended.is_set(), "close() waited for the held-up thread"
         assert not server.path.exists(), "the socket file is removed by close() even while the thread is busy"
         release.set()
         t = server._thread
         assert t is not None
         t.join(T)
         assert not t.is_alive()
-        assert took < FLUSH_MAX + JOIN_SLACK + CLOSE_LOAD_SLACK, f"close() took {took:.2f} s"
         s.close()
         assert not errors.records, [r.getMessage() for r in errors.records]
         assert not thread_errors, thread_errors
@@ -623,21 +626,23 @@ def test_close_at_random_moments(xdg: Path) -> None:
             pub = threading.Thread(target=publish, daemon=True)
             pub.start()
             time.sleep(rng.uniform(0, 0.3))
-            t0 = time.monotonic()
-            closer = threading.Thread(target=server.close)  # close from another thread as well, at once
-            closer.start()
-            server.close()
-            took = time.monotonic() - t0
-            closer.join(T)
+            # close() from two threads at once, while the agent goes on publishing: each call returns (a
+            # deadlock between them, or with a publish, would leave one running past T), and the I/O
+            # thread ends. (Its bound, FLUSH_MAX + JOIN_SLACK, is the join's timeout in close(); how long a
+            # loaded machine takes to get there is not what this checks.)
+            closers = [threading.Thread(target=server.close) for _ in range(2)]
+            for closer in closers:
+                closer.start()
+            for closer in closers:
+                closer.join(T)
+                assert not closer.is_alive(), f"iteration {it}: close() never returned"
+            assert pub.is_alive(), f"iteration {it}: the agent stopped publishing"  # closed under it
             stop.set()
             pub.join(T)
             t = server._thread
             assert t is not None
             t.join(T)
             assert not t.is_alive(), f"iteration {it}: the I/O thread did not end"
-            assert took < FLUSH_MAX + JOIN_SLACK + CLOSE_LOAD_SLACK, (
-                f"iteration {it}: close() took {took:.2f} s"
-            )
             for s in socks:
                 s.close()
             for r in readers:
