@@ -28,7 +28,7 @@ from inspector.messages import (
     TurnsReceived,
 )
 from inspector.screens import GoToTurnScreen, SaveScreen
-from inspector.status import EXITED, FINISHED, SESSION_ENDED
+from inspector.status import FINISHED, failed_head
 from panels.alerts import AlertsPanel
 from panels.timeline_strip import TimelineStrip
 
@@ -183,20 +183,6 @@ class Arrivals:
         else:
             self.say_kept(message.reason)
 
-    def say_kept(self, reason: str) -> None:
-        """The toast at the end of a live session: who went and how, the turns kept and where. The reason
-        leads, as a sentence ("agent pid 4242 disconnected", "connection lost: ...", "the agent's process
-        has ended"): wrapped in "Agent disconnected (...)" it read "Agent disconnected (agent pid 4242
-        disconnected)"."""
-        app = self.app
-        reason = reason[:1].upper() + reason[1:]
-        app.notify(
-            f"{reason}. {counted(len(app.timeline), 'turn')} kept; {self.kept_where}.",
-            severity="warning",
-            timeout=8,
-            markup=False,
-        )
-
     def ask_agent_ended(self) -> None:
         app = self.app
         ended = app.agent_ended() if app.agent_ended is not None else None
@@ -206,17 +192,28 @@ class Arrivals:
         if self.ended_timer is not None:
             self.ended_timer.stop()
         app.agent_ended = None  # said once
-        if ended in (FINISHED, EXITED, SESSION_ENDED):
-            app.disconnected = ended  # the status line: "Agent exited" (in the success colour for status 0)
-        self.say_kept(ended if ended in (FINISHED, EXITED, SESSION_ENDED) else self.ended_reason)
-        if ended is not None and ended not in (FINISHED, EXITED, SESSION_ENDED):
-            app.notify(
-                ended[:1].upper() + ended[1:],
-                title="the agent failed",
-                severity="error",
-                timeout=15,
-                markup=False,
-            )
+        if ended is not None:
+            # The status line: "Agent exited" (in the success colour for status 0), "Agent exited with
+            # status 3" (a failure: it said "Agent disconnected", a connection lost, over it).
+            app.disconnected = ended
+        self.say_kept(ended if ended is not None else self.ended_reason)
+
+    def say_kept(self, reason: str) -> None:
+        """The toast at the end of a live session: who went and how, the turns kept and where. The reason
+        leads, as a sentence ("agent pid 4242 disconnected", "connection lost: ...", "the agent's process
+        has ended"): wrapped in "Agent disconnected (...)" it read "Agent disconnected (agent pid 4242
+        disconnected)". An agent that failed ("the agent exited with status 3 (its output: FILE)") is one
+        toast in the error colour, with where its output is."""
+        app = self.app
+        failed = failed_head(reason) is not None
+        said = reason[:1].upper() + reason[1:]
+        app.notify(
+            f"{said}. {counted(len(app.timeline), 'turn')} kept; {self.kept_where}.",
+            title="the agent failed" if failed else "",
+            severity="error" if failed else "warning",
+            timeout=15 if failed else 8,
+            markup=False,
+        )
 
     def source_failed(self, message: SourceFailed) -> None:
         app = self.app

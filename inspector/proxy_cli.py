@@ -357,7 +357,7 @@ def run(
         _stop_proxy(px)  # the proxy has its own session: never leave it behind
         raise
     _stop_proxy(px)
-    if not _summary(state, agent_log if not no_tui else None, code):
+    if not _summary(state, agent_log if not no_tui else None, code, child.returncode):
         _tidy(proxy_log, record_dir if created else None)
     raise typer.Exit(code)
 
@@ -511,18 +511,22 @@ def agent_ended(child: subprocess.Popen[bytes], agent_log: Path) -> str | None:
     code = child.poll()
     if code is None:
         return None
-    if code < 0 and -code in signal.valid_signals():
-        how = f"was ended by {signal.Signals(-code).name}"
-    elif code < 0:
-        how = f"ended ({code})"
-    elif code == 0:
+    if code == 0:
         from .status import FINISHED  # (the inspector's: textual is loaded by then, not before)
 
         return FINISHED  # the status line says it in its own words
-    else:
-        how = f"exited with status {code}"
     # Its output is in a file while the inspector has the terminal: where to look when it failed.
-    return f"the agent {how} (its output: {agent_log})"
+    return f"the agent {_ended_how(code)} (its output: {agent_log})"
+
+
+def _ended_how(code: int) -> str:
+    """How an agent with Popen return code `code` (not 0) ended: "exited with status 3", "was ended by
+    SIGKILL"."""
+    if code < 0 and -code in signal.valid_signals():
+        return f"was ended by {signal.Signals(-code).name}"
+    if code < 0:
+        return f"ended ({code})"
+    return f"exited with status {code}"
 
 
 def _stop_proxy(px: subprocess.Popen[bytes]) -> None:
@@ -535,8 +539,9 @@ def _stop_proxy(px: subprocess.Popen[bytes]) -> None:
             px.wait()
 
 
-def _summary(state: Path, agent_log: Path | None, code: int = 0) -> bool:
-    """Say what the run recorded; False if it recorded nothing (or cannot tell: True then)."""
+def _summary(state: Path, agent_log: Path | None, code: int = 0, returncode: int | None = None) -> bool:
+    """Say what the run recorded; False if it recorded nothing (or cannot tell: True then). `returncode`:
+    the agent's own (Popen's: a signal negative), said beside its output's file when it failed."""
     try:
         info = json.loads(state.read_text())
     except (OSError, json.JSONDecodeError):
@@ -569,5 +574,8 @@ def _summary(state: Path, agent_log: Path | None, code: int = 0) -> bool:
     for note in (info.get("skipped") or [])[:5]:
         typer.echo(f"cp-inspect: not recorded: {note}", err=True)
     if agent_log is not None:
-        typer.echo(f"cp-inspect: the agent's output is in {agent_log}", err=True)
+        # After the TUI, how the agent ended is said with where its output is: the inspector's banner had
+        # it, but it is gone once q is pressed, and the summary above read as a run that went well.
+        whose = f"the agent {_ended_how(returncode)}; its" if returncode else "the agent's"
+        typer.echo(f"cp-inspect: {whose} output is in {agent_log}", err=True)
     return bool(sessions)

@@ -34,6 +34,22 @@ EXITED = "the agent's process has ended"
 # The same for one session of a process that serves several (PID.N: a proxy's conversation, a served
 # fork): the process that ended is the proxy (or the parent agent), so the session is said to have ended.
 SESSION_ENDED = "the process serving this session has ended"
+# How an agent that failed is said to have ended (inspector.proxy_cli.agent_ended, attach_command._said):
+# "the agent exited with status 3 (its output: FILE)", "the agent was ended by SIGKILL". The status line
+# said "Agent disconnected" over them, a lost connection, though the run knew the agent's exit status.
+FAILED_ENDS = ("the agent exited with status ", "the agent was ended by ", "the agent ended (")
+OUTPUT_NOTE = " (its output: "  # where a run's agent's output went: the toast says it, the banner has no room
+
+
+def failed_head(disconnected: str) -> str | None:
+    """The banner's head for an agent known to have failed ("Agent exited with status 3", "Agent ended by
+    SIGKILL"), None for any other end."""
+    if disconnected == FINISHED or not disconnected.startswith(FAILED_ENDS):
+        return None
+    how = disconnected.removeprefix("the agent ").split(OUTPUT_NOTE, 1)[0]
+    return "Agent " + how.replace("was ended by", "ended by", 1)
+
+
 SUFFIX = ".cpsession"  # what every recording's name ends with: the first thing a cut name leaves out
 # The least of a path in a disconnected agent's banner ("recording kept at PATH") kept when the banner is
 # shortened to fit; with less room than that the path is left whole and cut at the edge. Shortened, the
@@ -160,6 +176,7 @@ def status_parts(
         if disconnected in (EXITED, SESSION_ENDED):  # gone, its status not known: neither success nor a
             # lost connection
             head, colour = ("Agent exited" if disconnected == EXITED else "Session ended"), "$primary"
+        head = failed_head(disconnected) or head  # a failure, said as such (in the error colour)
 
         def banner(path: str, short: bool = False) -> str:
             # `short`: without the count of turns kept, which the turn's "(i/N)" beside it says too, and

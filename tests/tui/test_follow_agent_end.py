@@ -98,6 +98,8 @@ async def test_an_agent_still_there_is_said_to_have_disconnected_and_a_failure_i
     assert disconnected == "agent pid 4242 disconnected"
     assert told == ["Agent pid 4242 disconnected. 12 turns kept; the agent's recording is kept at "
                     "/tmp/rec/agent.cpsession."], told
+    # an attached agent its parent has not reaped yet: its status is known, and said (not "disconnected")
     disconnected, told = await _ended_with("the agent exited with status 3")
-    assert told == ["Agent pid 4242 disconnected. 12 turns kept; the agent's recording is kept at "
-                    "/tmp/rec/agent.cpsession.", "The agent exited with status 3"], told
+    assert disconnected == "the agent exited with status 3"
+    assert told == ["The agent exited with status 3. 12 turns kept; the agent's recording is kept at "
+                    "/tmp/rec/agent.cpsession."], told

@@ -191,7 +191,8 @@ async def test_a_routed_model_shows_the_model_that_ran_and_a_bracket_is_no_route
 
 async def test_a_run_whose_agent_finished_says_exited_not_disconnected() -> None:
     # `cp-inspect run`'s agent exiting with status 0 showed the red "Agent disconnected" banner, which
-    # read as a failure; a failed or killed agent keeps it.
+    # read as a failure; a failed or killed agent's banner says how it ended (it too said "disconnected",
+    # though the run knew the agent's exit status).
     from inspector.messages import SourceDisconnected
     from inspector.proxy_cli import agent_ended
     from inspector.status import FINISHED
@@ -211,7 +212,12 @@ async def test_a_run_whose_agent_finished_says_exited_not_disconnected() -> None
                         "/tmp/rec/run.cpsession."], told
         app.disconnected = "the agent exited with status 1 (its output: agent.log)"
         await settle(pilot)
-        assert "Agent disconnected — 12 turns kept" in _drawn(app), _drawn(app)
+        drawn = _drawn(app)
+        assert "Agent exited with status 1 — 12 turns kept; recording kept at /tmp/rec/run.cpsession" in drawn
+        assert "disconnected" not in drawn and "agent.log" not in drawn, drawn  # (the toast names the log)
+        app.disconnected = "the agent was ended by SIGKILL (its output: agent.log)"
+        await settle(pilot)
+        assert "Agent ended by SIGKILL — 12 turns kept" in _drawn(app), _drawn(app)
 
     class Done:
         def poll(self) -> int:
@@ -256,8 +262,11 @@ async def test_a_demo_whose_agent_ran_to_its_end_says_exited_not_disconnected(tm
 
 async def test_a_demo_whose_agent_failed_says_how_and_where_its_output_is(tmp_path: Path) -> None:
     drawn, told = await _went_away(3, tmp_path)
-    assert "Agent disconnected — 12 turns kept" in drawn, drawn
-    assert f"The agent exited with status 3 (its output: {tmp_path / 'agent.log'})" in told, told
+    assert "Agent exited with status 3 — 12 turns kept" in drawn, drawn
+    assert "disconnected" not in drawn, drawn
+    # one toast: how it ended, where its output is, the turns kept and where
+    assert told == [f"The agent exited with status 3 (its output: {tmp_path / 'agent.log'}). 12 turns kept; "
+                    "the agent's recording is kept at /tmp/rec/demo.cpsession."], told
 
 
 @pytest.mark.parametrize("width", [80, 100])
