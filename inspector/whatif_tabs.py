@@ -63,7 +63,17 @@ class WhatIfTabs:
             return
         actual = app.full_trace(message.index)
         if actual is not None:
+            whatif.compacted_at = self.compacted_at(message.index)
             whatif.result = (actual, message.trace)
+
+    def compacted_at(self, index: int) -> int | None:
+        """The turn of the last compaction at or before the turn at `index` (the one whose cut its
+        history carries), None when none compacted."""
+        for trace in reversed(self.app.timeline.traces[: index + 1]):
+            comp = trace.get("compaction")
+            if comp and comp.get("decision") == "compacted":
+                return int(trace["turn"])
+        return None
 
     def refresh_why(self) -> None:
         app = self.app

@@ -107,6 +107,9 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._touched_gates: set[str] = set()
+        # The turn whose compaction made the cut the shown result's history carries (set with `result`
+        # by the app, which has the timeline): the answer names it when the re-plan keeps that cut.
+        self.compacted_at: int | None = None
         self._last = Overrides()  # last settings sent, so spurious Changed events don't re-plan
         self._gate_labels: dict[str, str] = {}
         # The sliders, switches and the provider row (~40 widgets) are mounted once the app's first
@@ -310,7 +313,7 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
     def watch_result(self, result: tuple[Trace, Trace] | None) -> None:
         if self.session:
             return
-        text = compare(*result) if result else HINT
+        text = compare(*result, self.compacted_at) if result else HINT
         shown = self.query_one("#whatif-result", Static)
         shown.update(text)
         self._reveal_pending = bool(result)

@@ -18,7 +18,32 @@ def _saved(t: Trace) -> int:
     return sum(int(a.get("tokens_saved") or 0) for a in t.get("actions") or ())
 
 
-def compare(actual: Trace, whatif: Trace) -> Content:
+def carried_cut(actual: Trace, whatif: Trace) -> int | None:
+    """The history tokens a compaction made before this turn leaves out of both requests, when the
+    re-plan kept that cut (the cost_aware policy keeps a compacted history as state and appends to it,
+    so no setting of one turn's re-plan undoes it); None when the re-plan cut anew or nothing was cut."""
+    a, w = actual.get("compaction") or {}, whatif.get("compaction") or {}
+    if not a.get("cut") or w.get("decision") == "compacted" or w.get("cut") != a.get("cut"):
+        return None
+    history = next((s for s in whatif["sections"] if s["kind"] == "history"), None)
+    omitted = int(history.get("omitted") or 0) if history is not None else 0
+    return omitted or None
+
+
+def carried_note(omitted: int, compacted_at: int | None) -> str:
+    """Why the history of a turn after a compaction does not grow back under a wider window, and what
+    would show it without the cut. Widening the window there left "tokens sent" unchanged, with no word
+    why."""
+    at = f"at turn {compacted_at} " if compacted_at is not None else ""
+    before = f" or go to a turn before {compacted_at}" if compacted_at is not None else ""
+    return (f"[$warning]History stays compacted:[/] the cut made {at}({tok(omitted)} tokens left out) is "
+            "the session's state, which a re-plan of this turn keeps under any setting. To see the "
+            f"session without it, press [b]W[/b] (the whole session re-run under these settings){before}.")
+
+
+def compare(actual: Trace, whatif: Trace, compacted_at: int | None = None) -> Content:
+    """The two turns side by side. `compacted_at`: the turn whose compaction made the cut this turn's
+    history carries (the last one at or before it), named in the note that the cut is kept."""
     # A re-plan has no provider count: its figures are the plan's, the engine's tokens (cl100k), as the
     # manifest's and explain's are, and its header says so; the tier and the timeline show the provider's
     # count of the same request (9.3k beside this 8.8k on the demo recording's turn 25). The window is
@@ -40,6 +65,10 @@ def compare(actual: Trace, whatif: Trace) -> Content:
     wm = [m["section"] for m in whatif.get("markers") or []]
     moved = "same" if am == wm else f"[$warning]moved: {literal(', '.join(wm) or 'none')}[/]"
     row("markers", str(len(am)), str(len(wm)), moved)
+    carried = carried_cut(actual, whatif)
+    if carried is not None:  # right under "tokens sent ±0", which it explains
+        rows.append("")
+        rows.append(carried_note(carried, compacted_at))
     rows.append("")
     rows.append(f"[$text-muted]{'section':<17}{'actual':>7} {'what-if':>7}  change[/]")
     wsec = {s["id"]: s for s in whatif["sections"]}
