@@ -17,11 +17,13 @@ against the same agent, alternating which goes first, and says whether their out
 from a tree that follows recordings (session 49 on) then reads the file its hello names, checked as
 `attach` checks it, and the journal is not fetched (the agent's side near nothing).
 
-`--more M` times `/` then `f` as the attached inspector meets them: a scan of every turn received as the
-app's search opens it (content_search.stream_for, on the fold stream `attach` asks for), the agent goes on
-M turns, and the next scan reads them. Its figure is the inspector's CPU for those M turns: the follow
-thread's (its fold builds each turn for its trace) and the scan's, each its own thread's clock. Run it with
-PYTHONPATH=OTHER_TREE for the baseline.
+`--more M` times `/` then `f` as the attached inspector meets them: the source opened as `attach` opens it
+(open_live, the fold stream), a scan of every turn received as the app's search opens it
+(content_search.stream_for), the agent goes on M turns, and the next scan reads them. It prints the attach
+(this process's CPU until every turn received is folded: the agent's serving and the source's fold, the
+search index's adds from session 50 on), the first `/` (that scan's thread CPU, a new query each round),
+and the inspector's CPU for those M turns: the follow thread's (its fold builds each turn for its trace)
+and the scan's, each its own thread's clock. Run it with PYTHONPATH=OTHER_TREE for the baseline.
 
 `--late-failure` times what a spill failure arriving mid-session costs the search: a scan of every turn
 received, then the agent goes on 10 turns, one of them a tool output over the spill threshold whose write
@@ -83,12 +85,27 @@ def main() -> None:
 
     for t in range(args.turns):
         step(t)
-    src = LiveSource(os.getpid(), timeout=30, backfill_idle=None, fold=True)
+    a0 = time.process_time()
+    if args.more:  # attached as `cp-inspect attach` attaches (open_live: from session 50, a search index)
+        from inspector.sources.live_recording import open_live
+
+        src: Any = open_live(os.getpid(), timeout=30, backfill_idle=None)[0]
+    else:
+        src = LiveSource(os.getpid(), timeout=30, backfill_idle=None, fold=True)
     reader = threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True)
     reader.start()
     src.replayer()  # every turn received (the journal fetched to its end)
     turns = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
     assert len(turns) == args.turns, len(turns)
+    if args.more:  # the fold of the history on attach (from session 50 the search index's adds in it)
+        give_up = time.monotonic() + 300
+        while src._tf is None or src._tf_at < len(src.events):
+            assert time.monotonic() < give_up, "the history was never folded"
+            time.sleep(0.02)
+        print(
+            f"attach: {args.turns} turns received and folded, CPU {time.process_time() - a0:.3f} s (this "
+            "process: the agent serving its journal and the source's fold)"
+        )
     if args.late_failure:
         late_failure(src, step, args.turns, args.rounds)
         src.close()
@@ -189,12 +206,15 @@ def more_turns(
     follow_clock = time.pthread_getcpuclockid(reader.ident or 0)
     fold: list[float] = []
     scans: list[float] = []
+    firsts: list[float] = []
     at = turns
     for _ in range(rounds):
         got = [ev["turn"] for ev in src.events if ev.get("k") == "request"]
+        c0 = time.thread_time()
         scan = ContentScan("query-text", src)
         scan.open_for(src)
         scan.scan_to(got, lambda: False)
+        firsts.append(time.thread_time() - c0)
         f0 = time.clock_gettime(follow_clock)
         for t in range(at, at + more):
             step(t)
@@ -211,6 +231,10 @@ def more_turns(
         assert scan.scanned == len(got) and scan.unreadable == 0
         scan.close()
     both = [a + b for a, b in zip(fold, scans, strict=True)]
+    print(
+        f"the first `/` (a scan of every turn received, a new query's): CPU {statistics.median(firsts):.3f} s "
+        f"(rounds {', '.join(f'{x:.3f}' for x in firsts)}; round 1 at {turns} turns, each later one {more} more)"
+    )
     print(
         f"`/` at {turns}+ turns, then `f` after {more} more: follow thread {statistics.median(fold):.3f} s, "
         f"the next scan {statistics.median(scans):.3f} s, together {statistics.median(both):.3f} s CPU "

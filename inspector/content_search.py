@@ -14,7 +14,8 @@ again. A recording is scanned in one pass of its own (`SentStream`: its journal 
 built in place, as `verify` does), so the scan neither moves the fold the app steps with nor pays a
 re-plan per turn; a live agent's journal as received the same way (`JournalStream`), going on from where
 it stopped as turns arrive (on the fold stream, those are the source's own fold's builds, handed over as
-it makes them: JournalStream.take_fold_builds); a new query goes on with the last one's stream, counting the turns it built
+it makes them: JournalStream.take_fold_builds; attached as `attach` attaches, from the first turn on, so
+the first query builds none: arrival_index); a new query goes on with the last one's stream, counting the turns it built
 from the items it kept (`_Indexed`). A match is within one section's text (a text split across two is not found). No textual here: the app runs it in a worker (inspector/search_runner.py) and
 `cp-inspect find` runs it in the foreground.
 """
@@ -65,10 +66,14 @@ def scan_source(source: Source) -> Source:
 
 def stream_for(source: Source) -> SentStream | JournalStream | None:
     """A one-pass stream of the builds: a finished recording's (SentStream, a reader of its own), a
-    followed recording's or a live agent's journal as read so far (JournalStream); None for a source that
+    followed recording's or a live agent's journal as read so far (JournalStream; the one the source
+    keeps from attach, `search_index`, when it has one: see arrival_index); None for a source that
     keeps no journal (synthetic: read turn by turn)."""
     from inspector.sources.file import FileSource
 
+    standing = getattr(source, "search_index", None)
+    if isinstance(standing, JournalStream):
+        return standing
     if isinstance(source, FileSource):
         return JournalStream(source) if source.follow_file else SentStream(source.path)
     if (
@@ -82,7 +87,11 @@ def stream_for(source: Source) -> SentStream | JournalStream | None:
     return None
 
 
-Sections = tuple[tuple[str, tuple[int, ...]], ...]  # a turn's sections sent: id, and its items' numbers
+# A turn's sections sent: each section's id, and its items' numbers as the first `length` of a run (a
+# list only ever appended to, shared by the turns over which that section only grew: see _Indexed).
+Sections = tuple[tuple[str, list[int], int], ...]
+# Per section id, the last turn's: its items, their numbers' run, how many of the run are that turn's.
+_Last = dict[str, tuple[tuple[Any, ...], list[int], int]]
 
 
 class _Indexed:
@@ -92,19 +101,21 @@ class _Indexed:
     history keeps it): whatif_1500's 1,500 turns sent 99,171 items, 3,072 distinct, where the history
     section's text is new every turn (144.5 MB of distinct section texts, not kept). A section's text
     is its items' texts joined with a blank line (replaying.section_text), so a query without a line
-    break, which cannot match across that, counts item by item: each distinct item once per query."""
+    break, which cannot match across that, counts item by item: each distinct item once per query.
+
+    A section that only grew since the turn before (the history, appended to) extends that turn's run of
+    numbers in place and keeps its length: a tuple of every number a turn made the index O(N^2) in a
+    session's turns, memory and time (a 1,000-turn history: ~1,500 numbers a turn copied and kept)."""
 
     def __init__(self) -> None:
         self.turns: dict[int, Sections] = {}
         self.numbers: dict[int, int] = {}  # id(item) -> its number
         self.kept: list[Any] = []  # the items by number (held, so that an id stays theirs)
         self.texts: list[str] = []  # their texts, lower-cased, by number
-        self._last: dict[
-            str, tuple[tuple[Any, ...], tuple[int, ...]]
-        ] = {}  # section id -> its last items, numbers
+        self._last: _Last = {}  # section id -> the last turn's items, run, length
         # The same for the builds another fold hands in (`add`): its items are other objects than this
         # stream's, and one table for both made each turn of either miss the other's prefix.
-        self._added_last: dict[str, tuple[tuple[Any, ...], tuple[int, ...]]] = {}
+        self._added_last: _Last = {}
         # `add` may run on another thread (a live source's fold) than the scan's worker: a turn is
         # indexed under this lock (item numbers are handed out in order).
         self._index_lock = threading.Lock()
@@ -137,44 +148,47 @@ class _Indexed:
         line apart, as replaying.section_text joins them), from the items kept; None: not kept."""
         from inspector.sources.replaying import items_text
 
-        for got, nums in self.turns.get(turn, ()):
+        for got, run, length in self.turns.get(turn, ()):
             if got == section_id:
                 kept = self.kept
-                return items_text([kept[n] for n in nums])  # (one loop: an item at a time was ~3x)
+                return items_text([kept[n] for n in run[:length]])  # (one loop: an item at a time was ~3x)
         return None
 
-    def _sections(self, built: Built, last: dict[str, tuple[tuple[Any, ...], tuple[int, ...]]]) -> Sections:
+    def _sections(self, built: Built, last: _Last) -> Sections:
         from inspector.sources.replaying import item_text
 
         asm = {sec.id: sec for sec in built.asm}
-        out: list[tuple[str, tuple[int, ...]]] = []
+        out: list[tuple[str, list[int], int]] = []
         for s in built.trace.get("sections", []):
             if s.get("form") == "dropped":
                 continue  # not in the request
             sec = asm.get(s["id"])
             items = sec.items if sec is not None else ()
-            nums: list[int] = []
-            # A section that only grew since the last turn (the history, appended to): its numbers then,
-            # and the new items' after them. Walking every item every turn made a pass over N turns
+            # A section that only grew since the last turn (the history, appended to): the new items'
+            # numbers go on that turn's run. Walking every item every turn made a pass over N turns
             # O(N^2) in Python steps (~0.3 us an item); the prefix is compared in C (identity first).
             before = last.get(s["id"])
             start = 0
-            if before is not None and len(items) >= len(before[0]) and items[: len(before[0])] == before[0]:
-                start = len(before[0])
-                nums.extend(before[1])
+            run: list[int] = []
+            if before is not None:
+                was, run_was, length = before
+                if len(items) >= len(was) and items[: len(was)] == was:
+                    start = len(was)
+                    # (The run is that turn's, unless another turn's numbers went on it since.)
+                    run = run_was if len(run_was) == length else run_was[:length]
+            numbers = self.numbers
             for it in items[start:]:
-                n = self.numbers.get(id(it))
+                n = numbers.get(id(it))
                 if n is None:
                     text = item_text(it)
                     if text is None:
                         continue  # (shows nothing)
-                    n = self.numbers[id(it)] = len(self.kept)
+                    n = numbers[id(it)] = len(self.kept)
                     self.kept.append(it)
                     self.texts.append(text.lower())
-                nums.append(n)
-            got = tuple(nums)
-            last[s["id"]] = (items, got)
-            out.append((s["id"], got))
+                run.append(n)
+            last[s["id"]] = (items, run, len(run))
+            out.append((s["id"], run, len(run)))
         return tuple(out)
 
 
@@ -237,6 +251,18 @@ class FoldIndex(_Indexed):
         """Nothing opened (the builds were the fold's)."""
 
 
+def arrival_index() -> JournalStream:
+    """A JournalStream made before its source (`attach`'s open_live: the source's `search_index`, its
+    `source` set once the source is made), whose `add` the source's fold is handed from the first event
+    (LiveSource's `on_build`): every turn the fold builds for its trace is indexed as it arrives, in the
+    source's own reader thread, off the UI's. The first `/` then counts what the turns sent and builds
+    none: hooked at the first `/` (take_fold_builds), the turns before it were built a second time in
+    the stream's own pipeline (1,000 turns: ~0.6 ms a turn). Kept for the session, across queries and
+    Esc (ContentScan does not close it); a recording follower's stream the same way, so the turns its
+    live source folds after a fall-back are indexed too (RecordingFollower)."""
+    return JournalStream(None, standing=True)
+
+
 class JournalStream(_Indexed):
     """Each turn's build of a live agent's journal as received (inspector/sources/live.py's `events`, a
     list that grows) or of a followed recording's as read so far (FileSource's paged journal, which grows
@@ -255,9 +281,13 @@ class JournalStream(_Indexed):
     write is tried only when its text first goes over the limit, and a failed one is listed then: the
     turns before never tried it, so their builds and the state they leave are the same either way)."""
 
-    def __init__(self, source: Any) -> None:
+    def __init__(self, source: Any, *, standing: bool = False) -> None:
         super().__init__()
         self.source = source  # a ReplayingSource: `events` and `replayer(turn)`
+        # The source's own (arrival_index): shared by every query's scan, closed by none; a scan's worker
+        # takes `scan_lock` while it reads the stream (a cancelled one may still be finishing a turn).
+        self.standing = standing
+        self.scan_lock = threading.Lock()
         self.pipe: Any = None
         self.fail_keys: frozenset[str] | None = None  # the spill writes the pipeline fails, as far as read
         self.at = 0  # events of `source.events` folded
@@ -358,7 +388,7 @@ class ContentScan:
         self.stream: _Indexed | None = stream  # the builds in one pass; None: the source's random access
         self.own_stream = True  # closed with the scan (not: handed on to the next query's, see take_stream)
         self._item_counts: dict[int, int] = {}  # the stream's item number -> occurrences
-        self._totals: dict[str, tuple[tuple[int, ...], int]] = {}  # section id -> its last numbers, count
+        self._totals: dict[str, tuple[list[int], int, int]] = {}  # section id -> its last run, length, count
         self.own_source = False  # `source` was opened for the scan (scan_source): closed with it
         self.opened = False  # open_for has run (the search runner's first jump)
         self.counts: list[dict[str, int]] = []  # per timeline position: section id -> occurrences
@@ -394,6 +424,9 @@ class ContentScan:
             self.stream = stream_for(source)
         except Exception:  # a recording the one-pass fold refuses (damaged): read it turn by turn
             self.stream = None
+        if isinstance(self.stream, JournalStream) and self.stream.standing:
+            self.own_stream = False  # (the source's, for the session: see arrival_index)
+            self._lock = self.stream.scan_lock
         if self.stream is None:
             self.source = scan_source(source)
             self.own_source = self.source is not source
@@ -414,7 +447,8 @@ class ContentScan:
             try:
                 sections = stream.sections_of(turn)
             except Exception:  # a damaged event: the rest is read turn by turn (and says what is wrong)
-                stream.close()
+                if self.own_stream:
+                    stream.close()
                 self.stream = None
             else:
                 if sections is not None:
@@ -442,23 +476,24 @@ class ContentScan:
     def _counted(self, stream: _Indexed, sections: Sections) -> dict[str, int]:
         texts, counts, needle = stream.texts, self._item_counts, self.needle
         out: dict[str, int] = {}
-        for section_id, nums in sections:
+        for section_id, run, length in sections:
             if not needle:
                 n = 0
             elif "\n" in needle:  # (it may span two items: the section's text, as the Content tab has it)
-                n = "\n\n".join(texts[k] for k in nums).count(needle)
+                n = "\n\n".join(texts[k] for k in run[:length]).count(needle)
             else:
-                # A section that only grew since the last turn counted: its count then, and the new items'.
+                # A section that only grew since the last turn counted (the same run, longer): its count
+                # then, and the new items'.
                 n, start = 0, 0
                 before = self._totals.get(section_id)
-                if before is not None and len(nums) >= len(before[0]) and nums[: len(before[0])] == before[0]:
-                    n, start = before[1], len(before[0])
-                for k in nums[start:]:
+                if before is not None and before[0] is run and length >= before[1]:
+                    n, start = before[2], before[1]
+                for k in run[start:length]:
                     c = counts.get(k)
                     if c is None:
                         c = counts[k] = texts[k].count(needle)
                     n += c
-                self._totals[section_id] = (nums, n)
+                self._totals[section_id] = (run, length, n)
             if n:
                 out[section_id] = n
         return out

@@ -117,6 +117,55 @@ def test_live_search_reads_the_journal_once_and_keeps_up(
         reader.join(T)
 
 
+def test_the_first_search_after_attach_builds_no_turn(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
+    """Attached as `cp-inspect attach` attaches (open_live: the fold stream), the turns the source's fold
+    builds for their traces are indexed as they arrive (content_search.arrival_index): the first `/`
+    builds none of them again (it built every turn received in a pipeline of its own: ~0.6 ms a turn),
+    nor does a second query or one after Esc (the index is the source's, kept); counts as turn by turn."""
+    from inspector.sources.live_recording import open_live
+
+    pipe = serving_pipeline(monkeypatch, rtdir)
+    pipe.probe.fold_coalesce = 0.0
+    _turns(pipe, 0, 2)
+    src, why = open_live(os.getpid(), timeout=T, backfill_idle=None)
+    assert why is None and src.search_index is not None
+    reader = threading.Thread(target=lambda: [None for _ in src.follow()], daemon=True)
+    reader.start()
+    try:
+        _turns(pipe, 2, 14)
+        _received(src, 13)
+        give_up = time.monotonic() + T
+        while sorted(src.search_index.turns) != list(range(14)):  # (the fold's builds, as they come)
+            assert time.monotonic() < give_up, sorted(src.search_index.turns)
+            time.sleep(0.02)
+        builds = _Builds(monkeypatch, pipe)
+        scan = ContentScan("needle", src)
+        scan.open_for(src)
+        assert scan.stream is src.search_index
+        scan.scan_to(list(range(14)), lambda: False)
+        assert [(c.turn, c.kind, c.count) for c in scan.changes] == [(6, "enters", 1), (10, "enters", 2)]
+        scan.close()  # (Esc: the source's index stays, and goes on taking the fold's builds)
+        _turns(pipe, 14, 20)
+        _received(src, 19)
+        again = ContentScan("tail-mark", src)
+        again.open_for(src)
+        again.scan_to(list(range(20)), lambda: False)
+        assert len(builds) == 6, (len(builds), "one build a turn, the fold's: none for the searches")
+        builds.stop()
+        for text, got in (("needle", None), ("tail-mark", again)):
+            if got is None:
+                got = ContentScan(text, src)
+                got.open_for(src)
+                got.scan_to(list(range(20)), lambda: False)
+            want = _stepped(text, src, list(range(20)))
+            assert got.counts == want.counts and got.changes == want.changes, text
+            assert any(got.counts) and got.unreadable == 0, text
+    finally:
+        src.close()
+        pipe.close()
+        reader.join(T)
+
+
 def test_find_takes_a_running_agents_pid(monkeypatch: pytest.MonkeyPatch, rtdir: Path) -> None:
     """`cp-inspect find PID TEXT`: the agent's turns so far, through its probe (the agent is this test
     process), listed as for a recording; exit 1 when no turn sent it, as for a recording."""
@@ -362,7 +411,7 @@ def test_a_section_that_only_grew_is_not_walked_again() -> None:
         turns = src.reader.turn_numbers()
         scan = ContentScan("latch", src, stream)
         scan.scan_to(turns, lambda: False)
-        sent = sum(len(nums) for t in turns for _, nums in stream.turns[t])
+        sent = sum(length for t in turns for _, _, length in stream.turns[t])
         assert Looked.looks < sent / 3, (Looked.looks, sent)
         want = _stepped("latch", src, turns)
         assert scan.counts == want.counts and scan.changes == want.changes and scan.changes

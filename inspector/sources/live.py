@@ -32,6 +32,7 @@ from inspector.sources.live_fetch import LiveFetch
 
 if TYPE_CHECKING:
     from engine.pipeline_request import Built
+    from inspector.content_search import JournalStream
 
 # Turns the replayer's fold reads the trace of, besides the one before each checkpoint: the few before
 # the turn asked for (a re-plan reads the previous turn's trace; why-missed re-plans the one before).
@@ -93,6 +94,8 @@ class LiveSource(LiveFetch):
     stand-ins for the turns lost, and the journal between what it holds and the tail (see _connect)."""
 
     kind = "live"
+    # What each turn sent, indexed as the fold builds it (`open_live` sets it: content_search.arrival_index).
+    search_index: JournalStream | None = None
 
     def __init__(
         self,
