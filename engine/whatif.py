@@ -5,7 +5,9 @@ inspector shows them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 THRESHOLD_KEYS: tuple[str, ...] = ("trim_schemas", "compact_history", "aggressive_prune")
 GATE_KEYS: tuple[str, ...] = ("reorder", "trim_schemas", "clear_tool_results", "spill", "llm_summary", "drop_rounds")
@@ -42,3 +44,16 @@ class Overrides:
     def is_empty(self) -> bool:
         """True when nothing is overridden: the re-plan is the recorded plan."""
         return not (self.window or self.thresholds or self.gates or self.provider)
+
+
+def carried_cut(actual: Mapping[str, Any], whatif: Mapping[str, Any]) -> int | None:
+    """The history tokens a compaction made before this turn leaves out of both traces (the turn as
+    recorded and its re-plan), when the re-plan kept that cut: the cost_aware policy keeps a compacted
+    history as the session's state and appends to it, so no setting of one turn's re-plan undoes it (a
+    wider window there sends the same tokens). None when the re-plan cut anew, or nothing was cut."""
+    a, w = actual.get("compaction") or {}, whatif.get("compaction") or {}
+    if not a.get("cut") or w.get("decision") == "compacted" or w.get("cut") != a.get("cut"):
+        return None
+    history = next((s for s in whatif.get("sections") or () if s.get("kind") == "history"), None)
+    omitted = int(history.get("omitted") or 0) if history is not None else 0
+    return omitted or None

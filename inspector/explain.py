@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.marker_note import note_of as marker_note
+from engine.whatif import carried_cut
 from engine.wording import counted
 
 JSON_KEYS = (
@@ -29,6 +30,9 @@ JSON_KEYS = (
     "history_rewrite",
     "conversation_branch",
     "retries",
+    # the cost_aware policy's decision, taken or held, and the cut the history carries (TRACE_SCHEMA.md):
+    # left out, a script asking why a turn did not compact had no answer
+    "compaction",
 )
 
 
@@ -157,6 +161,10 @@ def to_text(
         lines.append(f"    markers left out: {note}")
     for a in t["actions"]:
         lines.append(f"  -> {a['step']}: {a.get('detail', '')} (saved {a.get('tokens_saved', 0)})")
+    comp = t.get("compaction")
+    if isinstance(comp, dict) and comp.get("decision") == "held" and comp.get("reason"):
+        # Why the history was not compacted this turn (a compaction taken is the compact_history line)
+        lines.append(f"  -- compaction held: {comp['reason']}")
     for s in t["skipped"]:
         lines.append(f"  -- skipped {s['step']}: {s['reason']} (would save {s.get('tokens_saved', 0)})")
     if t.get("cache_break"):
@@ -223,6 +231,13 @@ def to_text(
             )
         if d["markers"][0] != d["markers"][1]:
             lines.append(f"    markers {d['markers'][0]} -> {d['markers'][1]}")
+        carried = carried_cut(actual, trace)
+        if carried is not None:  # a wider window leaves the tokens unchanged: why, and what would not
+            lines.append(
+                f"    history stays compacted: a cut made before this turn ({carried} tokens left out) is the "
+                f"session's state, which a re-plan of one turn keeps; `cp-inspect simulate FILE --window "
+                f"{trace['limit']}` re-runs the session from its start under this window"
+            )
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from engine.trace_schema import Trace
+from engine.whatif import carried_cut
 from panels.fmt import literal, signed, tier_markup, tok
 
 ENGINE = "engine's tokens"  # the label cell of the header: the scale of the figures under it
@@ -16,18 +17,6 @@ def _saved(t: Trace) -> int:
     estimated_tokens - final_tokens: the cost_aware policy plans what is left after its steps, so that
     difference is the request's framing (-3 on every turn of the demo recording, a spill of 82k aside)."""
     return sum(int(a.get("tokens_saved") or 0) for a in t.get("actions") or ())
-
-
-def carried_cut(actual: Trace, whatif: Trace) -> int | None:
-    """The history tokens a compaction made before this turn leaves out of both requests, when the
-    re-plan kept that cut (the cost_aware policy keeps a compacted history as state and appends to it,
-    so no setting of one turn's re-plan undoes it); None when the re-plan cut anew or nothing was cut."""
-    a, w = actual.get("compaction") or {}, whatif.get("compaction") or {}
-    if not a.get("cut") or w.get("decision") == "compacted" or w.get("cut") != a.get("cut"):
-        return None
-    history = next((s for s in whatif["sections"] if s["kind"] == "history"), None)
-    omitted = int(history.get("omitted") or 0) if history is not None else 0
-    return omitted or None
 
 
 def carried_note(omitted: int, compacted_at: int | None) -> str:
