@@ -57,6 +57,8 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from turn_replay import add_replay_options, replay_child_options, start_child  # noqa: E402
+
 SUBJECTS = ("engine", "floor", "memo")
 # callgrind's events with --cache-sim=yes, in its order.
 EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
@@ -70,19 +72,12 @@ def inside(f: Callable[[], Any]) -> Any:
 
 def child(args: argparse.Namespace) -> int:
     """Under callgrind: replay the trajectory, each steady turn of the subject inside `inside`."""
-    import bench_engine as be
-
-    from engine.importers import load
-    from engine.tokens import TokenCounter
-
-    be.PROVIDER = args.provider
-    imp = load(args.file)
+    be, imp = start_child(args)
     junk = [{"a": i, "b": -i} for i in range(JUNK)]
 
     def evict() -> int:
         return sum(d["a"] for d in junk)
 
-    TokenCounter().count("warm up the tokenizer")
     if args.warm < 10:
         # The first turns collected too: a whole replay first, not collected, as bench_engine --iso throws
         # its processes' first repeat away (lazy imports, first calls), so the turns counted are a session's,
@@ -214,8 +209,7 @@ def measure(tree: Path, subject: str, args: argparse.Namespace, tmp: Path) -> di
         f"--LL={args.ll}", "--collect-atstart=no", "--toggle-collect=functools_reduce",
         f"--callgrind-out-file={out_file}", *(["--dump-after=functools_reduce"] if calls else []),
         sys.executable, str(Path(__file__).resolve()), "--child", subject, "--turns-out", str(turns_file),
-        "--file", str(args.file), "--provider", args.provider, "--window", str(args.window), "--warm", str(args.warm),
-        *(["--calls"] if calls else []),
+        *replay_child_options(args), *(["--calls"] if calls else []),
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -268,14 +262,8 @@ def line(name: str, f: dict[str, float]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    import bench_engine as be
-
-    ap.add_argument("--file", type=Path, default=be.DEFAULT)
-    ap.add_argument("--provider", default="anthropic")
-    ap.add_argument("--window", type=int, default=32_000)
-    ap.add_argument("--warm", type=int, default=10, help="turns before steady state (as bench_engine's)")
+    add_replay_options(ap, "count the engine under BASE_DIR's code too")
     ap.add_argument("--subjects", default=",".join(SUBJECTS), help="engine, floor, memo (comma-separated)")
-    ap.add_argument("--ab", metavar="BASE_DIR", help="count the engine under BASE_DIR's code too")
     ap.add_argument("--by-object", action="store_true", help="the engine's misses by library")
     ap.add_argument(
         "--calls",

@@ -55,6 +55,8 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from turn_replay import add_replay_options, replay_child_options, start_child  # noqa: E402
+
 KEYS = ("calls", "lines", "steps", "c_calls")
 
 
@@ -155,14 +157,7 @@ def turn_set(text: str) -> frozenset[int]:
 def child(args: argparse.Namespace) -> int:
     """Count every turn of one replay (after an untraced one: memos and imports warm) under this
     process's PYTHONPATH; one JSON document on stdout."""
-    import bench_engine as be
-
-    from engine.importers import load
-    from engine.tokens import TokenCounter
-
-    be.PROVIDER = args.provider
-    imp = load(args.file)
-    TokenCounter().count("warm up the tokenizer")
+    be, imp = start_child(args)
     counter = Counter(args.top > 0)
     funcs: dict[str, dict[str, float]] = {"own": {}, "incl": {}, "called": {}}
     turns: list[dict[str, Any]] = []
@@ -307,13 +302,7 @@ def summary(turns: list[dict[str, Any]], warm: int) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    import bench_engine as be
-
-    ap.add_argument("--file", type=Path, default=be.DEFAULT)
-    ap.add_argument("--provider", default="anthropic")
-    ap.add_argument("--window", type=int, default=32_000)
-    ap.add_argument("--warm", type=int, default=10, help="turns before steady state (as bench_engine's)")
-    ap.add_argument("--ab", metavar="BASE_DIR", help="count under BASE_DIR's engine too")
+    add_replay_options(ap, "count under BASE_DIR's engine too")
     ap.add_argument("--top", type=int, default=0, help="list the N functions with the most bytecodes")
     ap.add_argument(
         "--turns",
@@ -344,8 +333,8 @@ def main() -> int:
         trees = {"base": Path(args.ab).resolve(), **trees}
     got: dict[str, dict[str, Any]] = {}
     for name, tree in trees.items():
-        cmd = [sys.executable, str(here), "--child", "--file", str(args.file), "--provider", args.provider,
-               "--window", str(args.window), "--warm", str(args.warm), "--top", str(args.top if name == "new" else 0)]  # fmt: skip
+        cmd = [sys.executable, str(here), "--child", *replay_child_options(args),
+               "--top", str(args.top if name == "new" else 0)]  # fmt: skip
         if args.turns is not None:
             cmd += ["--turns", ",".join(map(str, sorted(args.turns)))]
         if args.touch:
