@@ -184,7 +184,16 @@ total) stored by `struct.pack_into` (as before probe40), B's as items of the rin
 agent's thread sending the fold reader its turns (floor_publish: the held kinds appended and nothing else,
 closes coalesced as today, a sent batch encoded and written with no check, lock, held mark or note of the
 model's and tools' times; a benchmark's stand-in, not a path the probe could ship): the least any
-restructuring of today's send on the agent's thread could add, on the goal's own measure.
+restructuring of today's send on the agent's thread could add, on the goal's own measure. `foldbypass`:
+a fold reader on both, B's journal putting each event of a kind held back in the probe's queue itself while
+the fold client is named for the straight path (bypass_append: no Pipeline._publish, no publish() call, so
+no held mark and no note of the model's or the tools' times; a prototype of issue 15.4's "no per-event call
+into the probe", not a path the probe ships); beside the turn's figures, the agent's thread clock inside
+each twin's journal appends (every event and the close's), which resolves what the turn's whole does not:
+
+    .venv/bin/python benchmarks/bench_probe.py --twin foldbypass --untraced --rounds 2 --pairs 150 --pace 0.2 --settle 10 [--model-wait 0.2]
+
+(--flush-ab's `bypass` tag does the same in its blocks: `--flush-modes agent,agent-bypass`.)
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):
@@ -842,6 +851,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
     model_wait = args.model_wait
     # Per timed pair: (A's CPU, B's CPU, B's probe thread).
     pairs: list[tuple[float, float, float]] = []
+    appends: dict[bool, list[float]] = {False: [], True: []}  # foldbypass: in the journal's appends a turn
     spilled = 0
     # Per twin, over the rounds: the sends on the agent's thread, and the closes it held back.
     sends = {"A": [0, 0], "B": [0, 0]}
@@ -860,7 +870,11 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # B's marked once a burst (ring.MARK_GAP).
         # foldview: likewise, A's ring header (held marks, written total) stored by struct.pack_into (as
         # before probe40), B's through the ring's u64 views (RingWriter.held_q, written_q).
-        ab = subject in ("foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview")
+        # foldbypass: likewise, B's journal putting each held kind in the probe's queue itself (no call into
+        # the probe for it, no held mark, no note of the model's time: bypass_append, a prototype).
+        ab = subject in (
+            "foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview", "foldbypass"
+        )
         # foldfloor: the fold reader on B alone (as foldreader), B's publish() the floor of the agent's thread
         # sending it (see floor_publish): the least any restructuring of today's send could add.
         reader_of = "foldreader" if ab or subject == "foldfloor" else subject
@@ -893,6 +907,16 @@ def twin(args: argparse.Namespace, subject: str) -> None:
                 ring.held_q = ring.written_q = None  # (the views released as dropped: the mapping can close)
         if subject == "foldfloor":
             b[0].publish = floor_publish(b[0])  # type: ignore[method-assign]
+        # The agent's thread clock inside each twin's journal appends, the turn's close (which
+        # Journal.append_deferred hands on) included: every call into the probe from the turn, so a cold
+        # first touch that moves from a held event's publish to the close's is counted either way, and far
+        # less noisy than the turn's whole (the same timing wrappers on both twins).
+        in_appends = {id(a): [0], id(b): [0]}
+        if subject == "foldbypass":
+            for side, append in ((a, a[2].journal.append), (b, bypass_append(b[2].journal, b[0]))):
+                j = side[2].journal
+                j.append = timed_append(append, in_appends[id(side)])  # type: ignore[method-assign]
+                j.append_deferred = timed_append(j.append_deferred, in_appends[id(side)])  # type: ignore[method-assign]
         gc.collect()
         gc.disable()
         turn = args.warmup
@@ -908,9 +932,12 @@ def twin(args: argparse.Namespace, subject: str) -> None:
             for side in ((a, b), (b, a))[(k % 4 in (0, 3)) ^ flip]:  # A B B A, or its mirror, by pairs
                 server, step, pipe = side
                 w0, io0 = spills(pipe), thread_cpu(server)
+                box = in_appends[id(side)]
+                j0 = box[0]
                 c0 = time.thread_time()
                 step(turn + k, k, model_wait)
                 agent = time.thread_time() - c0
+                appends[side is b].append((box[0] - j0) / 1e9)
                 if pace:
                     time.sleep(pace)
                 io = thread_cpu(server) - io0
@@ -923,7 +950,9 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         for side, p in ((a, proc_a), (b, proc)):
             if p is None:
                 continue
-            if side[0].__dict__.pop("publish", None) is not None:  # (foldfloor's: the real one for the drain)
+            side[2].journal.__dict__.pop("append_deferred", None)
+            bypassed = side[2].journal.__dict__.pop("append", None) is not None  # (foldbypass's)
+            if side[0].__dict__.pop("publish", None) is not None or bypassed:  # (the real one for the drain)
                 side[0]._send_now()  # (what it held back: it marks nothing held for the reader to ask for)
             reader = "foldreader" if p is proc_a else reader_of  # (A's is a fold reader where it has one)
             if reader == "foldmute":
@@ -971,6 +1000,14 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         f"  {n} pairs of turns ({args.rounds} rounds of {args.pairs} after {args.warmup} + {args.settle}; seed {seed}), "
         f"{how}" + (f"; {spilled} pairs left out (a turn wrote to disk)" if spilled else "")
     )
+    if subject == "foldbypass":
+        # (every timed turn, the pairs a spill left out included: the appends are not what spilled)
+        diffs = [y - x for x, y in zip(appends[False], appends[True], strict=True)]
+        print(
+            f"  in the journal's appends (the agent's thread, every event and the close): A "
+            f"{med(appends[False]) * 1e6:.1f} us a turn, B {med(appends[True]) * 1e6:.1f}; B - A median "
+            f"{med(diffs) * 1e6:+.1f} us over {len(diffs)} turns each"
+        )
     print(
         "  sends on the agent's thread (closes held back): "
         + ", ".join(f"{k} {v[0]} ({v[1]})" for k, v in sends.items())
@@ -1025,6 +1062,42 @@ def floor_publish(server: ProbeServer) -> Callable[..., None]:
         c.ring.write_frame((len(payload) << 32).to_bytes(8, "big"), payload)
 
     return publish
+
+
+def bypass_append(journal: Any, server: ProbeServer) -> Callable[[dict[str, Any]], None]:
+    """--flush-ab's `bypass` tag: Journal.append with a held kind put straight into the probe's queue
+    while the fold client is named for the straight path (see flush_ab); anything else as Journal.append."""
+    from engine.probe.agent_limits import DEFER_EVENTS
+
+    log_append = journal.events.append
+    sinks = journal._sinks
+    pending = server._pending
+
+    def append(event: dict[str, Any]) -> None:
+        log_append(event)
+        c = server._ring_one
+        if c is not None and c.fold and event.get("k") in server._defer_kinds and len(pending) < DEFER_EVENTS:
+            pending.append(event)
+            return
+        for sink in sinks:
+            try:
+                sink(event)
+            except Exception:
+                journal.sink_errors += 1
+
+    return append
+
+
+def timed_append(append: Callable[..., None], box: list[int]) -> Callable[..., None]:
+    """`append` with the agent's thread clock inside it added to box[0] (ns; --twin foldbypass)."""
+    clock = time.thread_time_ns
+
+    def timed(*args: Any) -> None:
+        t0 = clock()
+        append(*args)
+        box[0] += clock() - t0
+
+    return timed
 
 
 def drain(server: ProbeServer) -> None:
@@ -1339,6 +1412,14 @@ def flush_ab(args: argparse.Namespace) -> None:
             events = "events" in tags and hasattr(server, "_stand_in")
             if events:  # elided events wait in the queue themselves, not a stand-in each
                 server._stand_in = None
+            # A prototype of the agent's thread making no call into the probe for an event it holds back
+            # (issue 15.4's "no per-event call"): while the fold client is named for the straight path, the
+            # journal puts a held kind in the probe's queue itself (no Pipeline._publish, no publish(): no
+            # held mark for the reader, no note of the model's or the tools' time). A benchmark's stand-in
+            # only: what that design could save on the agent's thread, not a path the probe ships.
+            bypass = "bypass" in tags
+            if bypass:
+                pipe.journal.append = bypass_append(pipe.journal, server)  # type: ignore[method-assign]
             bracketed = "bracketed" in tags and hasattr(server, "bracket")
             if bracketed:  # every Pipeline call calls hold() and flush(), quiet clients or not
                 type(server).bracket = property(lambda s: True, lambda s, v: None)  # type: ignore[attr-defined]
@@ -1378,6 +1459,8 @@ def flush_ab(args: argparse.Namespace) -> None:
                 from engine.probe.elide import ELIDED_STAND_IN
 
                 server._stand_in = ELIDED_STAND_IN
+            if bypass:
+                del pipe.journal.append  # type: ignore[method-assign]
             if bracketed:
                 del type(server).bracket  # type: ignore[attr-defined]
                 server.bracket = server._nclients > server._nquiet
@@ -2402,7 +2485,7 @@ def main() -> None:
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
         "turn sent at its close, B's closes coalesced; foldlinger: a fold reader on both, A's turns sent on the agent's "
-        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views; foldfloor: as foldreader, B's turns sent by the floor of a send from publish, floor_publish; followreader (with --recording): "
+        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views; foldfloor: as foldreader, B's turns sent by the floor of a send from publish, floor_publish; foldbypass: a fold reader on both, B's held kinds put in the probe's queue by its journal, bypass_append; followreader (with --recording): "
         "the recording follower, open_live; followvsfold (with --recording): the fold reader on A, the follower on B): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )

@@ -69,6 +69,8 @@ def test_the_elided_reader_stays_reachable_by_a_flag() -> None:
         ("agent-winding", "fold", "elide"),
         ("io-handoff", "fold", "elide"),
         ("agent-linger", "fold", "fold"),
+        ("agent-bypass", "elide", "elide"),
+        ("agent-bypass", "fold", "fold"),
     ],
 )
 def test_which_reader_a_mode_attaches(mode: str, default: str, reader: str) -> None:
