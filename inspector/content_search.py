@@ -311,6 +311,9 @@ class JournalStream(_Indexed):
         the pipeline is made if it is not yet (failing the spill writes known to fail so far; the later
         ones are taken as their turns come, `_spill_failures`)."""
         replayer = self.source.replayer(turn)
+        live = getattr(self.source, "reach_live", None)  # (a recording follower: see its reach_live)
+        if callable(live):
+            live(turn)
         if self.pipe is None:
             self.pipe, self.fail_keys = replayer.new_pipeline(), replayer.fail_keys
 
@@ -413,9 +416,13 @@ class ContentScan:
         """A new query over the same source: go on with the earlier query's stream (the turns it built are
         counted from what the stream kept, not built again) and its lock (its worker, cancelled, may still
         be finishing a turn on the stream)."""
-        if earlier.stream is None or not earlier.own_stream:
+        stream = earlier.stream
+        if isinstance(stream, JournalStream) and stream.standing:  # (the source's: see arrival_index)
+            self.stream, self.opened, self._lock, self.own_stream = stream, True, stream.scan_lock, False
             return
-        self.stream, self.opened, self._lock = earlier.stream, True, earlier._lock
+        if stream is None or not earlier.own_stream:
+            return
+        self.stream, self.opened, self._lock = stream, True, earlier._lock
         earlier.own_stream = False
 
     def open_for(self, source: Source) -> None:

@@ -28,6 +28,14 @@ class LiveFoldStream(LivePlaceholders):
             if self._tf is not None:
                 self._tf.on_build = on_build
 
+    def fold_received(self) -> None:
+        """Fold every event received so far now, each request's build handed to `on_build`: a recording
+        follower's search after its fall-back (RecordingFollower.reach_live). The agent that records
+        builds its turns' traces for its file, so the fold stream sends them whole and nothing asked
+        this fold to run: the turns after the fall-back were each read through a re-plan instead."""
+        with self._state:
+            self._fold_new()
+
     @property
     def folded_turns(self) -> int:
         """How many turns our fold rebuilt (each once, whichever way its marker came)."""
