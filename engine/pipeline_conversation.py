@@ -12,14 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
-from engine.artifacts import Text, ToolCall, ToolResult
+from engine.artifacts import Message, Text, ToolCall, ToolResult
 from engine.errors import ConfigError, ContentError, UnpairedToolResultError
 from engine.pipeline_guard import _journals
 from engine.pipeline_registration import Registration
 from engine.providers import canonical_provider
 from engine.providers.call_ids import RULES as CALL_ID_RULES
 from engine.recording.journal import Event
-from engine.wording import nouned
+from engine.wording import counted, nouned
 
 _CALL_ID = attrgetter("id")
 
@@ -219,23 +219,114 @@ class Conversation(Registration):
         replay and simulate fold alike; the next request is built afresh from the edited history (the
         cache breaks there, as it did for the agent). False, and nothing journaled, when the text is
         already that, or the message is behind the compaction's cut and written to disk (what is sent in
-        its place is the compaction's)."""
-        if type(index) is not int or not 0 <= index < len(self.history):
-            raise ConfigError(f"edit_text({index!r}): no such message ({self._edit_range()})")
-        if type(text) is not str:
-            raise ContentError(
-                f"edit_text({index}, ...): the text is a {type(text).__name__}, not a str: "
-                "give the message's whole new text"
-            )
-        if not self.history.held(index):  # behind the cut, on disk: not sent, not rewritten
-            return False
-        old = self.history[index]
-        if "".join(p.text for p in old.parts if isinstance(p, Text)) == text:
+        its place is the compaction's). One part of a message (a user message's text beside tool
+        results, a call's arguments, a result): edit_part, edit_call, edit_result."""
+        old = self._edit_target("edit_text", index, text)
+        if old is None or "".join(p.text for p in old.parts if isinstance(p, Text)) == text:
             return False
         ev: Event = {"k": "edit", "turn": self.turn, "at": index, "h": self._blob(text) if text else ""}
         self.fold(ev)
         self.journal.append(ev)
         return True
+
+    @_journals
+    def edit_part(self, index: int, part: int, text: str) -> bool:
+        """The agent edited one part of message `index` where it stood: `pipe.history[index].parts[part]`,
+        a text (its text: a user message reworded), a tool call (its arguments, JSON text) or a tool
+        result (its content: an agent truncating an old tool output, as mini-swe-agent and OpenHands do).
+        The message's other parts, and the part's id, name and error flag, stay as they were. One `edit`
+        event (with the part), folded by a replay and simulate alike; the next request is built afresh.
+        False, and nothing journaled, when the part holds that already, or the message is behind the
+        compaction's cut and written to disk."""
+        return self._edit_part("edit_part", index, part, text)
+
+    @_journals
+    def edit_result(self, call_id: str, content: str) -> bool:
+        """The agent rewrote the result of call `call_id` where it stood (truncated an old tool output,
+        cleared it): edit_part on that result. `call_id` is the id the call was sent with or, for a call
+        sent with another id (engine/providers/call_ids.py), the agent's own (its newest call of that
+        id)."""
+        index, part = self._find_part("edit_result", call_id, ToolResult)
+        return self._edit_part("edit_result", index, part, content, f"edit_result({call_id!r}")
+
+    @_journals
+    def edit_call(self, call_id: str, arguments: str) -> bool:
+        """The agent rewrote the arguments of its call `call_id` (JSON text) where it stood: edit_part on
+        that call. `call_id` as edit_result takes it."""
+        index, part = self._find_part("edit_call", call_id, ToolCall)
+        return self._edit_part("edit_call", index, part, arguments, f"edit_call({call_id!r}")
+
+    def _edit_target(self, name: str, index: int, text: str) -> Message | None:
+        """The message an edit rewrites (its index and new text checked), or None when it is behind the
+        cut, on disk: not sent, not rewritten."""
+        if type(index) is not int or not 0 <= index < len(self.history):
+            raise ConfigError(f"{name}({index!r}): no such message ({self._edit_range()})")
+        if type(text) is not str:
+            raise ContentError(
+                f"{name}({index}, ...): the text is a {type(text).__name__}, not a str: "
+                "give the message's whole new text"
+            )
+        return self.history[index] if self.history.held(index) else None
+
+    def _edit_part(self, name: str, index: int, part: int, text: str, said: str = "") -> bool:
+        """edit_part's work; `said`, how an error names the call (edit_call's and edit_result's by id)."""
+        msg = self._edit_target(name, index, text)
+        if msg is None:
+            return False
+        if type(part) is not int or not 0 <= part < len(msg.parts):
+            raise ConfigError(
+                f"{name}({index}, {part!r}): message {index} has {counted(len(msg.parts), 'part')}: give an "
+                f"index into pipe.history[{index}].parts, 0 to {len(msg.parts) - 1}"
+            )
+        p = msg.parts[part]
+        old: str
+        if isinstance(p, Text):
+            old, what = p.text, "a text"
+        elif isinstance(p, ToolCall):
+            old, what = p.arguments, "a tool call's arguments"
+        elif isinstance(p, ToolResult):
+            old, what = p.content, ""
+        else:
+            raise ConfigError(
+                f"{name}({index}, {part}): part {part} is a {type(p).__name__}: an edit rewrites a text, a "
+                "tool call's arguments or a tool result's content"
+            )
+        if what and not text:
+            # (the providers refuse an empty text block; a call's arguments are JSON: '{}' for none)
+            raise ContentError(
+                f"{said or f'{name}({index}, {part}'}, ''): {what} cannot be empty: give its whole new text"
+                + (" ('{}' for no arguments)" if isinstance(p, ToolCall) else "")
+            )
+        if old == text:
+            return False
+        # (a result's empty content is a blob too: the part's text is always its blob's)
+        ev: Event = {"k": "edit", "turn": self.turn, "at": index, "part": part, "h": self._blob(text)}
+        self.fold(ev)
+        self.journal.append(ev)
+        return True
+
+    def _find_part(self, name: str, call_id: str, kind: type[ToolCall] | type[ToolResult]) -> tuple[int, int]:
+        """Where the call (or result) `call_id` is in the history held in memory: (message, part)."""
+        if type(call_id) is not str or not call_id:
+            raise ConfigError(f"{name}({call_id!r}, ...): give the call's id (a str)")
+        sent = [call_id]
+        for _, own, sid in reversed(self._renamed):
+            if own == call_id:  # (the agent's own id of a call sent with another: its newest)
+                sent.append(sid)
+                break
+        hist = self.history
+        for want in sent:
+            for i in range(len(hist) - 1, -1, -1):
+                if not hist.held(i):
+                    continue
+                for j, p in enumerate(hist[i].parts):
+                    if isinstance(p, kind) and (p.id if isinstance(p, ToolCall) else p.call_id) == want:
+                        return i, j
+        what = "call" if kind is ToolCall else "result"
+        raise ConfigError(
+            f"{name}({call_id!r}, ...): no tool {what} with that id in the history (a result enters it with "
+            "the request that sends it; a message behind the compaction's cut, on disk, is not rewritten)"
+        )
 
     def _edit_range(self) -> str:
         """What edit_text takes, for its error: an index into pipe.history, whose messages it names."""

@@ -234,11 +234,17 @@ class Folding(Assembling):
 
     def _edit(self, ev: Event) -> None:
         """An `edit` event (Pipeline.edit_text): message `at` of the history with its text replaced by
-        blob `h` (its thinking, calls, results and media kept, in their places). What was carried from
+        blob `h` (its thinking, calls, results and media kept, in their places); with `part`
+        (Pipeline.edit_part), that one part's text, arguments or content. What was carried from
         turn to turn for speed assumed the history only grows (the lanes extend the last request, the
         memos sum and link its prefix): all of it is dropped, and the next request is built afresh."""
         i = ev["at"]
         old = self.history[i]
+        j = ev.get("part")
+        if j is not None:  # one part (Pipeline.edit_part): a text, a call's arguments, a result's content
+            msg = Message(old.role, (*old.parts[:j], self._edited_part(old.parts[j], ev["h"]), *old.parts[j + 1 :]))
+            self._put_edit(i, msg)
+            return
         text = self._part({"t": "text", "h": ev["h"]}) if ev["h"] else None
         parts: list[Part] = []
         for p in old.parts:
@@ -253,7 +259,20 @@ class Folding(Assembling):
                 parts.append(p)
         if text is not None:
             parts.append(text)
-        msg = Message(old.role, tuple(parts))
+        self._put_edit(i, Message(old.role, tuple(parts)))
+
+    def _edited_part(self, p: Part, h: str) -> Part:
+        """Part `p` of an edited message with its text, arguments or content blob `h` (its id, name and
+        error flag as they were)."""
+        if isinstance(p, ToolCall):
+            return self._part({"t": "call", "id": p.id, "name": p.name, "h": h})
+        if isinstance(p, ToolResult):
+            return self._part({"t": "result", "id": p.call_id, "h": h, "err": p.is_error})
+        return self._part({"t": "text", "h": h})
+
+    def _put_edit(self, i: int, msg: Message) -> None:
+        """`msg` in place of message `i` (in memory: one on disk is not rewritten), its notes kept, and
+        what the stages above carried for speed dropped."""
         if not self.history.replace(i, msg):
             return
         for notes, holds in ((self._empty_msgs, sends_nothing), (self._silent_errors, silent_error)):
@@ -278,6 +297,10 @@ class Folding(Assembling):
         self._sources_carry = None
         self.measure = Measure(self.counter)
         self._hist_counted, self._hist_tokens, self._hist_tokenizer = 0, 0, ""
+        # The last whole history built, which a log that only appends extends (the same length, the same
+        # messages): an edit of its newest message left the length as it was, and the request before it
+        # was rebuilt (a replay's verify failed at a captured agent's edited last message).
+        self._whole = (None, ())
 
     def _part(self, p: dict[str, Any]) -> Part:
         t = p["t"]
