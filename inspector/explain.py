@@ -182,9 +182,14 @@ def to_text(
             f"engine had and {rw['replaced']} of the agent's own (summaries, edits) in place of {rw['dropped']} "
             f"it dropped, then {rw['new']} new; the engine kept its whole history and took the new ones"
         )
-        if rw.get("applied"):  # replies edited where they stood, taken by the engine (Pipeline.edit_text)
+        if rw.get("applied"):  # messages edited where they stood, taken by the engine (Pipeline.edit_text, edit_part)
             turns = [t for t in rw.get("edited_turns", ()) if t >= 0]
+            parts = rw.get("edited_parts") or []
             which = f" (the replies of turns {', '.join(map(str, turns))})" if turns else ""
+            if any(p[1] != "reply" for p in parts):  # (a call, a user message, a result: each said)
+                from engine.capture.tap_rewrite import edits_said
+
+                which = f" ({edits_said(parts)})"
             lines.append(
                 f"  ({counted(rw['edited'], 'earlier message')} edited in place: the engine's history holds "
                 f"{counted(rw['applied'], 'edit')}{which}, as the request sent them)"

@@ -5,19 +5,55 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.importers.model import MessageRec
 
 REWRITE_KEY = "history_rewrite"  # the trace key of a turn whose request rewrote the agent's own history
 
 
+# What an edit the engine took rewrote (the REWRITE_KEY note's `edited_parts`: [turn, what, how]), as
+# the cache break's cause names it: "turn 3's tool result truncated"
+_WHAT = {"reply": "reply", "call": "tool call", "user": "user message", "result": "tool result"}
+
+
+class Placed(NamedTuple):
+    """Where a message the tap fed is in the engine's history: message `msg`; `turn`, the turn whose reply
+    it was (a reply) or whose request first sent it (the agent's own messages), None when its own
+    request brought a reply; `parts`, the places in that message of a reply's tool calls (in order),
+    or of the agent's text or tool result (one)."""
+
+    msg: int
+    turn: int | None
+    parts: tuple[int, ...]
+
+
+def edits_said(parts: list[Any]) -> str:
+    """The edits the engine took (the note's `edited_parts`), said: "turn 0's reply edited, turn 1's tool
+    result truncated" (an earlier reply the agent's own request brought: "an earlier reply edited")."""
+    said: list[str] = []
+    for p in parts:
+        if not (isinstance(p, (list, tuple)) and len(p) == 3):
+            continue
+        turn, what, how = p
+        name = _WHAT.get(str(what), str(what))
+        s = f"turn {turn}'s {name} {how}" if isinstance(turn, int) and turn >= 0 else f"an earlier {name} {how}"
+        if s not in said:
+            said.append(s)
+    return ", ".join(said)
+
+
 def rewrite_cause(note: dict[str, Any]) -> str:
     """A cache break's cause at a turn whose request rewrote the agent's history (REWRITE_KEY's `note`):
-    "history rewritten by the agent: turn 0's reply edited" (or "1 earlier message edited": its task
-    replaced where it stood, a reply its own request brought), or "... by the agent: its own compaction"
-    when it dropped or replaced messages other than in place."""
+    what the engine's history took of it, "history rewritten by the agent: turn 0's reply edited",
+    "... turn 1's tool result truncated", "... turn 1's user message edited", "... turn 0's tool call
+    edited" (`edited_parts`); else "... 1 earlier message edited" (edits it did not take, or a reply
+    its own request brought), or "... by the agent: its own compaction" when it dropped or replaced
+    messages other than in place."""
     if note.get("edited"):
+        said = edits_said(note.get("edited_parts") or [])
+        if said:
+            return f"history rewritten by the agent: {said}"
         turns = [t for t in note.get("edited_turns") or () if isinstance(t, int) and t >= 0]
         if turns:
             said = ", ".join(f"turn {t}'s reply" for t in turns)
@@ -32,7 +68,7 @@ def rewrite_cause(note: dict[str, Any]) -> str:
 def rewrite_event(turn: int, note: dict[str, Any]) -> dict[str, Any]:
     """The journal's note of a turn whose request rewrote the agent's history, for readers that do not
     open traces (simulate's index names the cache break it made): a `diag` event of kind REWRITE_KEY."""
-    keep = ("edited", "applied", "edited_turns")
+    keep = ("edited", "applied", "edited_turns", "edited_parts")
     return {"k": "diag", "kind": REWRITE_KEY, "turn": turn, **{k: note[k] for k in keep if k in note}}
 
 
@@ -77,6 +113,37 @@ def rewritten(fed: list[MessageRec], msgs: list[MessageRec]) -> tuple[int, dict[
         "new": len(msgs) - start,  # fed to the engine as the turn's new messages
     }
     return start, note
+
+
+def part_edits(old: MessageRec, new: MessageRec) -> list[tuple[str, int, str, str]] | None:
+    """What the agent edited of message `old` where it stood (`new`, in_place's same place): each edit the
+    engine's history can take, as (what, k, old text, new text): "reply" (its text), "call" (its k-th
+    tool call's arguments), "user" (the text of a message of its own), "result" (a tool result's
+    content). None when it changed anything else as well (a call's name, its thinking or images, a
+    system prompt, a reply's or user message's text emptied): the engine keeps the original."""
+    if old.media != new.media or old.name != new.name or old.role == "system":
+        return None
+    if old.role == "assistant":
+        if old.thinking != new.thinking or old.thinking_blocks != new.thinking_blocks:
+            return None
+        if [c.name for c in old.tool_calls] != [c.name for c in new.tool_calls]:
+            return None
+        out: list[tuple[str, int, str, str]] = []
+        if old.content != new.content:
+            if not new.content:
+                return None
+            out.append(("reply", 0, old.content, new.content))
+        for k, (a, b) in enumerate(zip(old.tool_calls, new.tool_calls, strict=True)):
+            if a.arguments != b.arguments:
+                if not b.arguments:
+                    return None
+                out.append(("call", k, a.arguments, b.arguments))
+        return out
+    if old.content == new.content:
+        return []
+    if old.role == "tool":
+        return [("result", 0, old.content, new.content)]
+    return [("user", 0, old.content, new.content)] if new.content else None
 
 
 def _same_place(old: MessageRec, new: MessageRec) -> bool:

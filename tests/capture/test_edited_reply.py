@@ -23,11 +23,10 @@ from typer.testing import CliRunner
 from engine.recording.journal import trace_of
 from inspector.cli import app
 from tests.capture.conftest import Proxied, errors, events_of, verify_ok
+from tests.capture.edited_conversation import EDITED, FIRST, openai_edited_reply
 from tests.capture.standin import StandIn
 
 SYSTEM = "You are a careful coding agent."
-FIRST = "First answer."
-EDITED = "First answer, edited by the user."
 
 
 def _fed_texts(path: Path) -> list[str]:
@@ -72,13 +71,7 @@ def _check(path: Path, reply_texts: list[str]) -> None:
 def test_an_edited_reply_through_the_proxy_openai(proxied: Proxied, standin: StandIn) -> None:
     standin.script = [FIRST, "Second answer.", "Third answer."]
     client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
-    msgs: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Start."}]
-    r = client.chat.completions.create(model="gpt-4o", messages=msgs)
-    assert r.choices[0].message.content == FIRST
-    msgs += [{"role": "assistant", "content": EDITED}, {"role": "user", "content": "Go on."}]
-    r = client.chat.completions.create(model="gpt-4o", messages=msgs)
-    msgs += [{"role": "assistant", "content": r.choices[0].message.content}, {"role": "user", "content": "End."}]
-    client.chat.completions.create(model="gpt-4o", messages=msgs)
+    assert openai_edited_reply(client, SYSTEM) == FIRST
     paths = proxied.finish()
     assert len(paths) == 1, "one conversation, edited, is one session"
     _check(paths[0], ["Start.", "Go on.", "End.", "Second answer."])

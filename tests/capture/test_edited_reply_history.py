@@ -25,11 +25,10 @@ from engine.recording.replay import Replayer
 from engine.sim.simulate import simulate_file
 from inspector.cli import app
 from tests.capture.conftest import Proxied, errors, events_of, verify_ok
+from tests.capture.edited_conversation import EDITED, FIRST, openai_edited_reply
 from tests.capture.standin import StandIn
 
 SYSTEM = "You are a careful coding agent. " * 300  # over the 1,024 tokens a cached prefix needs
-FIRST = "First answer."
-EDITED = "First answer, edited by the user."
 
 
 def _engine_bodies(path: Path) -> list[bytes]:
@@ -67,16 +66,7 @@ def _check(path: Path, at: int = 1) -> dict[int, dict[str, Any]]:
 def test_an_edited_reply_is_edited_in_the_engines_history_openai(proxied: Proxied, standin: StandIn) -> None:
     standin.script = [FIRST, "Second answer.", "Third answer."]
     client = openai.OpenAI(base_url=proxied.url + "/v1", api_key="k", max_retries=0)
-    msgs: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Start."}]
-    r = client.chat.completions.create(model="gpt-4o", messages=msgs)
-    assert r.choices[0].message.content == FIRST
-    msgs += [{"role": "assistant", "content": EDITED}, {"role": "user", "content": "Go on."}]
-    r = client.chat.completions.create(model="gpt-4o", messages=msgs)
-    msgs += [
-        {"role": "assistant", "content": r.choices[0].message.content},
-        {"role": "user", "content": "End."},
-    ]
-    client.chat.completions.create(model="gpt-4o", messages=msgs)
+    assert openai_edited_reply(client, SYSTEM) == FIRST
     (path,) = proxied.finish()
     _check(path)
 
@@ -131,9 +121,9 @@ def test_an_edited_reply_with_its_tool_call_anthropic_tapped(tmp_path: Path, sta
     assert pipeline.cache_break_causes == {"history rewritten by the agent: turn 0's reply edited": 1}
 
 
-def test_a_reply_whose_call_changed_too_keeps_the_original(proxied: Proxied, standin: StandIn) -> None:
-    """An edit of more than the text (a call's arguments rewritten) is not taken: the original stays,
-    said as before."""
+def _edited_first_reply(proxied: Proxied, standin: StandIn, change: dict[str, Any]) -> Path:
+    """Two calls through the proxy (Anthropic): turn 0's reply sent back with its text EDITED and its
+    tool_use block changed by `change`. The recording."""
     standin.script = [FIRST, "Second answer.", "Third answer."]
     client = anthropic.Anthropic(base_url=proxied.url, api_key="k", max_retries=0)
     common: dict[str, Any] = {"model": "claude-sonnet-4", "max_tokens": 64, "system": "Be brief."}
@@ -141,7 +131,7 @@ def test_a_reply_whose_call_changed_too_keeps_the_original(proxied: Proxied, sta
     r = client.messages.create(messages=msgs, **common)
     blocks = [b.model_dump(exclude_none=True) for b in r.content]
     blocks[0]["text"] = EDITED
-    blocks[1]["input"] = {"command": "rm -rf build"}
+    blocks[1].update(change)
     msgs += [
         {"role": "assistant", "content": blocks},
         {
@@ -151,6 +141,26 @@ def test_a_reply_whose_call_changed_too_keeps_the_original(proxied: Proxied, sta
     ]
     client.messages.create(messages=msgs, **common)
     (path,) = proxied.finish()
+    return path
+
+
+def test_a_reply_whose_text_and_call_changed_takes_both(proxied: Proxied, standin: StandIn) -> None:
+    """The reply's text and its call's arguments rewritten: two edits, each taken, each said."""
+    path = _edited_first_reply(proxied, standin, {"input": {"command": "rm -rf build"}})
+    assert [e.get("part") for e in events_of(path) if e["k"] == "edit"] == [None, 1]
+    rw = {e["turn"]: trace_of(e) for e in events_of(path) if e["k"] == "turn"}[1]["history_rewrite"]
+    assert rw["edited"] == 1 and rw["applied"] == 2, rw
+    assert rw["edited_parts"] == [[0, "call", "edited"], [0, "reply", "edited"]], rw
+    body = _engine_bodies(path)[1]
+    assert b"rm -rf build" in body and EDITED.encode() in body and b"ls -la" not in body
+    res = CliRunner().invoke(app, ["explain", str(path), "--turn", "1"])
+    assert "holds 2 edits (turn 0's tool call edited, turn 0's reply edited" in res.stdout, res.stdout
+    verify_ok(path)
+
+
+def test_a_reply_whose_call_was_renamed_keeps_the_original(proxied: Proxied, standin: StandIn) -> None:
+    """An edit of more than text (a call's tool renamed) is not taken: the original stays, said as before."""
+    path = _edited_first_reply(proxied, standin, {"name": "sh"})
     assert not [e for e in events_of(path) if e["k"] == "edit"]
     rw = {e["turn"]: trace_of(e) for e in events_of(path) if e["k"] == "turn"}[1]["history_rewrite"]
     assert rw["edited"] == 1 and rw["applied"] == 0
@@ -166,15 +176,7 @@ def _tapped_run(rec: Path, standin: StandIn, edit: bool) -> None:
     client = tap(
         openai.OpenAI(base_url=standin.url + "/v1", api_key="k", max_retries=0), record=rec, serve=False
     )
-    msgs: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Start."}]
-    client.chat.completions.create(model="gpt-4o", messages=msgs)
-    msgs += [{"role": "assistant", "content": EDITED}, {"role": "user", "content": "Go on."}]
-    r = client.chat.completions.create(model="gpt-4o", messages=msgs)
-    msgs += [
-        {"role": "assistant", "content": r.choices[0].message.content},
-        {"role": "user", "content": "End."},
-    ]
-    client.chat.completions.create(model="gpt-4o", messages=msgs)
+    openai_edited_reply(client, SYSTEM)
     client.contextpipe_tap.close()
 
 
@@ -220,8 +222,8 @@ def test_an_agents_own_rewrites_named_in_what_it_sent(tmp_path: Path, standin: S
     msgs[2] = {"role": "assistant", "content": EDITED}  # turn 0's reply edited, after it was sent back
     msgs += [{"role": "assistant", "content": "Second answer."}, {"role": "user", "content": "Next."}]
     client.chat.completions.create(model="gpt-4o", messages=msgs)
-    # then it summarizes its long task where it stood (an edit of its own message: the engine's history
-    # takes edited replies only), and then compacts: the summary kept, the first turns dropped
+    # then it summarizes its long task where it stood (an edit of its own message, taken as a reply's
+    # is), and then compacts: the summary kept, the first turns dropped
     msgs[1] = {"role": "user", "content": "Summary: fix the test."}
     msgs += [{"role": "assistant", "content": "Third answer."}, {"role": "user", "content": "Then?"}]
     client.chat.completions.create(model="gpt-4o", messages=msgs)
@@ -237,6 +239,6 @@ def test_an_agents_own_rewrites_named_in_what_it_sent(tmp_path: Path, standin: S
     assert sent is not None
     assert sent.cache_break_causes == {
         "history rewritten by the agent: turn 0's reply edited": 1,
-        "history rewritten by the agent: 1 earlier message edited": 1,
+        "history rewritten by the agent: turn 0's user message edited": 1,
         "history rewritten by the agent: its own compaction": 1,
     }, sent.cache_break_causes
