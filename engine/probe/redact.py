@@ -42,6 +42,7 @@ FIELD_KEYS = frozenset(
     engine_version start_time session spec lifecycle max_tokens timeout_s name list bound
     spill_failures summary data count code protocol pid argv snapshot turns redacted queue_limit
     tools tool_names system_fingerprint description content lost
+    at attempts edited applied edited_turns edited_parts
     """.split()
 )
 
@@ -50,7 +51,10 @@ VOCAB = frozenset(
     {
         # event and frame kinds
         *"session source content tool untool latch emergent config part msg summary request turn usage "
-        "error blob actual dropped hello pong".split(),
+        "error blob actual dropped hello pong edit diag".split(),
+        # the kinds of `diag` events (a tap's error, a retried call, a history the agent rewrote) and
+        # what an agent's edit rewrote (engine.capture.tap_rewrite's `edited_parts`)
+        *"tap_error retried history_rewrite reply edited truncated".split(),
         # message parts and roles
         *"text thinking call result user assistant system".split(),
         # optimizer steps, their statuses, alert rules and severities
