@@ -22,7 +22,8 @@ def salvage(file: Path, out: Path, force: bool = False) -> None:
     if out.resolve() == file.resolve():
         fail("the salvaged copy must go to another path than the damaged file", 2)
     check_out(out, force)
-    r = open_recording(file, salvage=True)
+    # The damage found as it opens is the report's "dropped:" line: warned of too, it was said twice.
+    r = open_recording(file, salvage=True, warn_damage=False)
     kept: list[dict[str, Any]] = []
     lost = r.damage.message if r.damage is not None else None
     try:
@@ -36,8 +37,7 @@ def salvage(file: Path, out: Path, force: bool = False) -> None:
     if turns == 0:
         # A copy of a header and no turn wrote "0 complete turns" with exit 0: a file every reader then
         # refuses ("holds no events"), handed over as the rescued recording.
-        # open_recording has already warned of damage it found as the file opened; damage met reading on is said here.
-        why = f" before its damage ({lost.removeprefix(f'{file}: ')})" if lost and r.damage is None else ""
+        why = f" before its damage ({lost.removeprefix(f'{file}: ')})" if lost else ""
         fail(f"nothing to salvage: {file} holds no complete turn{why}; nothing was written")
     header = {k: v for k, v in r.header.items() if k not in ("format", "version")}
     # Written beside OUT and renamed over it when complete, as import does: a failure or Ctrl-C while

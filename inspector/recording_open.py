@@ -151,7 +151,9 @@ def salvage_advice(path: object) -> str:
     return f"to keep them as a closed recording that reads without the warning: cp-inspect salvage {path} -o FIXED.cpsession"
 
 
-def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
+def open_recording(path: Path, *, salvage: bool = False, warn_damage: bool = True) -> RecordingReader:
+    """`path` opened (a clear error, exit 1, when it cannot be); damage found as it opens is warned of
+    unless `warn_damage` is False (salvage says it in its own report)."""
     # Imported here: every cp-inspect command imports this module, and --help must stay cheap.
     from engine.recording.cpsession import RecordingError, RecordingReader
 
@@ -169,7 +171,7 @@ def open_recording(path: Path, *, salvage: bool = False) -> RecordingReader:
         fail(f"cannot read {path}: {denied(path)}")
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
-    if r.damage is not None:
+    if r.damage is not None and warn_damage:
         # Named: `simulate a b c` warned "last frame at offset 127 is incomplete" of one of three files.
         warn(r.damage.message if r.damage.message.startswith(str(path)) else f"{path}: {r.damage.message}")
     return r

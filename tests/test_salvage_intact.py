@@ -39,3 +39,23 @@ def test_salvage_of_a_recording_that_was_not_closed_says_so(tmp_path: Path) -> N
     ]
     with RecordingReader.open(out) as copy:
         assert copy.finished and copy.damage is None
+
+
+def test_salvage_of_a_cut_recording_says_the_damage_once(tmp_path: Path) -> None:
+    """The damage was said twice: the report's "dropped:" line on stdout and the same words as a warning on
+    stderr (every reader's warning on opening a damaged file), one after the other on a terminal."""
+    import subprocess
+    import sys
+
+    data = DEMO.read_bytes()
+    cut = tmp_path / "cut.cpsession"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    out = tmp_path / "fixed.cpsession"
+    r = subprocess.run(
+        [sys.executable, "-m", "inspector.cli", "salvage", str(cut), "-o", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=DEMO.parents[1],
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"wrote {out}: "), r.stdout
+    assert "  dropped: last frame at offset " in r.stdout, r.stdout
+    assert r.stderr == "", r.stderr

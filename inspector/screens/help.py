@@ -30,7 +30,9 @@ PANELS = """
   compaction's turn the line under it says what the compaction saves and when it pays back.
 - **Sections**: the manifest in send order. `kind` of content; `scope`: the cache scope (global, session,
   none); `prio`: when it gives way under pressure (`first` before `normal`, `last_resort`; `never`);
-  `budget`, `plan`, `sent`: the tokens it may take, the plan gave it and were sent; `form`: full, trimmed
+  `budget`: the tokens it may take; `plan`: its content before the optimize steps that cut it (a spill,
+  a trim), so it may be far over the budget (a history of 82k planned, 2.7k sent once its long tool
+  results were spilled); `sent`: the tokens sent; `form`: full, trimmed
   (−tokens cut), spilled, ...; `Δ` ●: its content changed since the previous turn; `hash`: its content's
   sha256, first 7 digits. Enter or cursor shows the section in **Content**. Its counts are the engine's
   tokens (cl100k), what budgets are planned in; its bottom border says how the provider's compare.
