@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support import bytecode, suite_freeze
+from tests.support import bytecode, phoenix_server, suite_freeze
 from tests.support.probe_dirs import short_runtime_dir
 
 # Property tests check behaviour, not speed: on a shared 2-core machine input generation and examples run
@@ -40,6 +40,14 @@ def pytest_collectstart(collector: pytest.Collector) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     suite_freeze.install()
     suite_freeze.collection_ends()
+    # Phoenix's ~18 s CPU start-up on the other core while the tests before its own run
+    # (tests/support/phoenix_server.py).
+    if not session.config.option.collectonly:
+        phoenix_server.start_early([item.path for item in session.items])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    phoenix_server.stop_early()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -1,12 +1,10 @@
-"""The export against a real OTLP receiver: Arize Phoenix, started by the test, spans read back through its
+"""The export against a real OTLP receiver: Arize Phoenix, started for the test, spans read back through its
 REST API and checked attribute by attribute against the recording's own figures. Needs the `fleet` extra."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,15 +22,10 @@ if importlib.util.find_spec("phoenix") is None:
 
 from engine.recording.cpsession import RecordingReader  # noqa: E402
 from engine.recording.journal import trace_of, unpack_event  # noqa: E402
+from tests.support import phoenix_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str) -> Any:
@@ -51,39 +44,17 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 @pytest.fixture
-def phoenix(tmp_path: Path) -> Any:
-    port, grpc = _free_port(), _free_port()
-    env = {
-        **os.environ,
-        "PHOENIX_WORKING_DIR": str(tmp_path),
-        "PHOENIX_PORT": str(port),
-        "PHOENIX_GRPC_PORT": str(grpc),
-        "PHOENIX_HOST": "127.0.0.1",
-        "PHOENIX_TELEMETRY_ENABLED": "false",
-    }
-    log = open(tmp_path / "phoenix.log", "wb")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "phoenix.server.main", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 240
-    while True:
-        try:
-            urllib.request.urlopen(base + "/healthz", timeout=2).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                log.close()
-                pytest.fail("Phoenix did not start:\n" + (tmp_path / "phoenix.log").read_text()[-2000:])
-            time.sleep(1)
-    yield base
-    proc.terminate()
+def phoenix() -> Any:
+    """A Phoenix of the test's own: started early in the background when the suite collected this test
+    (tests/support/phoenix_server.py), else now; stopped, and its working directory removed, after."""
+    server = phoenix_server.take()
     try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        failed = server.wait_up()
+        if failed:
+            pytest.fail(failed)
+        yield server.base
+    finally:
+        server.stop()
 
 
 @pytest.mark.slow
@@ -102,7 +73,7 @@ def test_spans_in_phoenix_equal_the_recording(phoenix: str) -> None:
     spans: list[dict[str, Any]] = []
     deadline = time.monotonic() + 60
     while len(spans) < len(traces) + 1 and time.monotonic() < deadline:
-        time.sleep(1)  # Phoenix ingests asynchronously
+        time.sleep(0.25)  # Phoenix ingests asynchronously
         spans = _get(f"{phoenix}/v1/projects/default/spans?limit=1000")["data"]
     assert len(spans) == len(traces) + 1  # a span per call, and the session's invoke_agent span
     (agent,) = [s for s in spans if s["name"] == "invoke_agent"]

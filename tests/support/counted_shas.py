@@ -15,7 +15,7 @@ class CountedShas(array):  # type: ignore[type-arg]
     (`copied`)."""
 
     def __new__(cls, shas: array[int]) -> CountedShas:
-        return super().__new__(cls, "i", shas)
+        return super().__new__(cls, "i", shas)  # type: ignore[return-value]
 
     def __init__(self, shas: array[int]) -> None:
         self.copied = 0
