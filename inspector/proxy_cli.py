@@ -576,6 +576,7 @@ def _summary(state: Path, agent_log: Path | None, code: int = 0, returncode: int
     if agent_log is not None:
         # After the TUI, how the agent ended is said with where its output is: the inspector's banner had
         # it, but it is gone once q is pressed, and the summary above read as a run that went well.
-        whose = f"the agent {_ended_how(returncode)}; its" if returncode else "the agent's"
+        # (With no session, the line above said how it ended already.)
+        whose = f"the agent {_ended_how(returncode)}; its" if returncode and sessions else "the agent's"
         typer.echo(f"cp-inspect: {whose} output is in {agent_log}", err=True)
     return bool(sessions)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,14 @@ def standin() -> Iterator[StandIn]:
     s = StandIn().start()
     yield s
     s.stop()
+
+
+def _joined(sock: Path, name: str) -> str:
+    """The pane's text with the lines the terminal wrapped joined again (tmux's -J), spaces normalised."""
+    out = subprocess.run(
+        _tmux(sock, "capture-pane", "-p", "-J", "-t", name), capture_output=True, text=True, timeout=30
+    ).stdout
+    return " ".join(out.split())
 
 
 def test_run_of_a_failing_agent_says_its_exit_status_on_screen_and_after(
@@ -45,9 +54,37 @@ def test_run_of_a_failing_agent_says_its_exit_status_on_screen_and_after(
         subprocess.run(_tmux(sock, "send-keys", "-t", name, "q"), check=True)
         screen = _wait_for(sock, name, "EXIT=", timeout=120)
         assert "EXIT=3" in screen, screen
-        said = " ".join(screen.split())  # (the pane wraps long lines)
-        assert "cp-inspect: the agent exited with status 3; its output is in " in said, screen
+        said = _joined(sock, name)
+        assert "cp-inspect: the agent exited with status 3; its output is in " in said, said
     finally:
         _end_tmux(sock, name)
     (recording,) = rec.glob("*.cpsession")
     assert verify_ok(recording) == 3
+
+
+def test_run_of_an_agent_that_fails_before_any_call_says_its_status_once(
+    standin: StandIn, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The run's summary said the exit status, then said it again beside the output's file."""
+    rtdir = tmp_path_factory.mktemp("rt")
+    rec = tmp_path_factory.mktemp("rec")
+    name = f"cpfail0-{uuid.uuid4().hex[:8]}"
+    sock = rtdir / "tmux"
+    _start_run(
+        sock,
+        name,
+        rec,
+        rtdir,
+        standin,
+        f"{sys.executable} -c 'import sys; sys.exit(2)'",
+        "echo EXIT=$?; sleep 300",
+    )
+    try:
+        _wait_for(sock, name, "EXIT=", timeout=120)
+        said = _joined(sock, name)
+    finally:
+        _end_tmux(sock, name)
+    assert "EXIT=2" in said, said
+    assert "the agent exited with status 2 before making one (its output says why)" in said, said
+    assert said.count("exited with status 2") == 1, said
+    assert "cp-inspect: the agent's output is in " in said, said
