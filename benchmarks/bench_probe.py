@@ -193,7 +193,8 @@ each twin's journal appends (every event and the close's), which resolves what t
 
     .venv/bin/python benchmarks/bench_probe.py --twin foldbypass --untraced --rounds 2 --pairs 150 --pace 0.2 --settle 10 [--model-wait 0.2]
 
-(--flush-ab's `bypass` tag does the same in its blocks: `--flush-modes agent,agent-bypass`.)
+(`foldappends`: the same clock with both twins on today's path, its A/A; --flush-ab's `bypass` tag does
+the same as foldbypass in its blocks: `--flush-modes agent,agent-bypass`.)
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):
@@ -873,7 +874,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # foldbypass: likewise, B's journal putting each held kind in the probe's queue itself (no call into
         # the probe for it, no held mark, no note of the model's time: bypass_append, a prototype).
         ab = subject in (
-            "foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview", "foldbypass"
+            "foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview", "foldbypass", "foldappends"
         )
         # foldfloor: the fold reader on B alone (as foldreader), B's publish() the floor of the agent's thread
         # sending it (see floor_publish): the least any restructuring of today's send could add.
@@ -912,8 +913,9 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # first touch that moves from a held event's publish to the close's is counted either way, and far
         # less noisy than the turn's whole (the same timing wrappers on both twins).
         in_appends = {id(a): [0], id(b): [0]}
-        if subject == "foldbypass":
-            for side, append in ((a, a[2].journal.append), (b, bypass_append(b[2].journal, b[0]))):
+        if subject in ("foldbypass", "foldappends"):  # (foldappends: both today's, the A/A of that clock)
+            bypass = bypass_append(b[2].journal, b[0]) if subject == "foldbypass" else b[2].journal.append
+            for side, append in ((a, a[2].journal.append), (b, bypass)):
                 j = side[2].journal
                 j.append = timed_append(append, in_appends[id(side)])  # type: ignore[method-assign]
                 j.append_deferred = timed_append(j.append_deferred, in_appends[id(side)])  # type: ignore[method-assign]
@@ -1000,7 +1002,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         f"  {n} pairs of turns ({args.rounds} rounds of {args.pairs} after {args.warmup} + {args.settle}; seed {seed}), "
         f"{how}" + (f"; {spilled} pairs left out (a turn wrote to disk)" if spilled else "")
     )
-    if subject == "foldbypass":
+    if subject in ("foldbypass", "foldappends"):
         # (every timed turn, the pairs a spill left out included: the appends are not what spilled)
         diffs = [y - x for x, y in zip(appends[False], appends[True], strict=True)]
         print(
@@ -2485,7 +2487,7 @@ def main() -> None:
         help="comma-separated subjects (none: the A/A; reader; foldreader: the live source on the fold stream; foldmute: that reader attached then stopped; mute; foldpath: a fold reader on both, "
         "A's turns by the general send path, B's by publish's straight path; foldcoalesce: a fold reader on both, A's every "
         "turn sent at its close, B's closes coalesced; foldlinger: a fold reader on both, A's turns sent on the agent's "
-        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views; foldfloor: as foldreader, B's turns sent by the floor of a send from publish, floor_publish; foldbypass: a fold reader on both, B's held kinds put in the probe's queue by its journal, bypass_append; followreader (with --recording): "
+        "thread, B's by the I/O thread's lingering burst; foldsender: likewise, B's by the probe's hand-off thread; foldmarks: a fold reader on both, A's every held event marked in its ring, B's once a burst; foldview: a fold reader on both, A's ring header stored by struct.pack_into, B's through the ring's u64 views; foldfloor: as foldreader, B's turns sent by the floor of a send from publish, floor_publish; foldbypass: a fold reader on both, B's held kinds put in the probe's queue by its journal, bypass_append; foldappends: foldbypass's A/A; followreader (with --recording): "
         "the recording follower, open_live; followvsfold (with --recording): the fold reader on A, the follower on B): what each adds to a turn, two Pipelines' "
         "turns taken in turn, the subject attached to one (see twin() and above)",
     )

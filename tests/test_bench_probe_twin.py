@@ -22,7 +22,7 @@ def test_twin_runs_with_a_reader_on_either_twin() -> None:
         sys.executable,
         str(REPO / "benchmarks" / "bench_probe.py"),
         "--twin",
-        "none,reader,foldpath,foldmute,foldfloor,foldbypass",
+        "none,reader,foldpath,foldmute,foldfloor,foldbypass,foldappends",
         "--rounds",
         "2",
     ]
@@ -30,7 +30,7 @@ def test_twin_runs_with_a_reader_on_either_twin() -> None:
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, cwd=REPO)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    for subject in ("none", "reader", "foldpath", "foldmute", "foldfloor", "foldbypass"):
+    for subject in ("none", "reader", "foldpath", "foldmute", "foldfloor", "foldbypass", "foldappends"):
         (head,) = [i for i, line in enumerate(lines) if line.startswith(f"{subject:8s}: turn ")]
         assert re.search(
             r"added [+-]\d+\.\d us a turn \[95% [+-]\d+\.\d to [+-]\d+\.\d\] = ratio \d\.\d{3}", lines[head]
@@ -43,9 +43,14 @@ def test_twin_runs_with_a_reader_on_either_twin() -> None:
         r"sends on the agent's thread \(closes held back\): A (\d+) \(\d+\), B (\d+)", lines[floor + 2]
     )
     assert sends is not None and int(sends[1]) == 0 and int(sends[2]) > 0, lines[floor + 2]
-    # foldbypass: a fold reader on both twins (each sent its turns on the agent's thread), and the agent's
-    # thread inside each twin's journal appends printed for every timed turn.
-    (bypass,) = [i for i, line in enumerate(lines) if line.startswith("foldbypass: turn ")]
+    # foldbypass and its A/A: a fold reader on both twins (each sent its turns on the agent's thread), and
+    # the agent's thread inside each twin's journal appends printed for every timed turn.
+    for subject in ("foldbypass", "foldappends"):
+        _appends_and_sends(lines, subject)
+
+
+def _appends_and_sends(lines: list[str], subject: str) -> None:
+    (bypass,) = [i for i, line in enumerate(lines) if line.startswith(f"{subject}: turn ")]
     appends = re.search(
         r"in the journal's appends .*: A \d+\.\d us a turn, B \d+\.\d; B - A median [+-]\d+\.\d us over (\d+) turns",
         lines[bypass + 2],
