@@ -130,7 +130,12 @@ class _Indexed:
         """Turn `turn`'s build as another fold made it (a live source's own, `on_build`), indexed now:
         the build is not kept, and the stream need not make it again."""
         with self._index_lock:
-            self.turns[turn] = self._sections(built, self._added_last)
+            try:
+                self.turns[turn] = self._sections(built, self._added_last)
+            except Exception:
+                # Called inside a live source's fold, which stops folding at an error it does not know:
+                # a build this index cannot read is left out (a scan builds that turn itself).
+                self._added_last.clear()
 
     def sections_of(self, turn: int) -> Sections | None:
         """Turn `turn`'s sections sent, as kept or built now (None: the stream cannot build it)."""

@@ -380,14 +380,15 @@ class RecordingFollower(FileSource):
 
 
 def _attach(
-    pid: int, session: int | None, timeout: float, follow: bool, kw: dict[str, Any]
+    pid: int, session: int | None, timeout: float, follow: bool, kw: dict[str, Any], searched: bool = False
 ) -> tuple[LiveSource, RecordingReader | None, str | None]:
     """(the agent's connection, its recording opened and checked if the agent offers it and it is its
     own, else None; why an offered one is not read). Untrusted: the connection is made again without
-    asking to follow, so the live source is the one it would have been (see the module docstring)."""
+    asking to follow, so the live source is the one it would have been (see the module docstring).
+    `searched`: a source a person may search (`/`), given its index from the first turn on."""
     kw.setdefault("fold", True)
     index = None
-    if kw["fold"] and kw.get("on_build") is None:
+    if searched and kw["fold"] and kw.get("on_build") is None:
         # What each turn sent, indexed from the fold's builds as they come (content_search.arrival_index):
         # the first `/` builds nothing again. Handed over before the connection: its snapshot is folded.
         from inspector.content_search import arrival_index
@@ -417,7 +418,7 @@ def open_live(
     """Attach to agent `pid` as `cp-inspect attach` does (the fold stream, see LiveSource), following its
     recording instead when it records and the file is its own (see the module docstring). The second
     value says why a recording named by the agent is not followed (one line, for a warning), else None."""
-    live, reader, why = _attach(pid, session, timeout, follow, kw)
+    live, reader, why = _attach(pid, session, timeout, follow, kw, searched=True)
     if reader is None:
         return live, why
     try:
