@@ -80,12 +80,42 @@ def missing(path: str | Path, what: str = "file") -> str:
 
 
 def _pid_hint(path: str | Path) -> str:
-    """For a name that is a pid (`replay 1234`: the agent's pid, meant to be watched), what watches it."""
+    """For a name that is a pid (`replay 1234`: the agent's pid, meant to be watched), what watches it;
+    for a live agent that records, its recording too: `simulate 1234` or `verify 1234` read a file, and
+    the hint sent the person to watch the agent when what they wanted was the file it writes."""
     from engine.probe.runtime_dir import parse_target  # on the way out only
 
-    if parse_target(str(path)) is None:
+    parsed = parse_target(str(path))
+    if parsed is None:
         return ""
+    serving, recording = _agent_recording(*parsed)
+    if recording is not None:
+        return f" (agent {path} records to {recording}: give that file; `cp-inspect attach {path}` watches it)"
+    if serving:
+        return (f" (agent {path} is live and records nothing: `cp-inspect attach {path}` watches it, and s "
+                "there saves its turns to a file)")
     return f" (an agent's pid? `cp-inspect attach {path}` watches it)"
+
+
+def _agent_recording(pid: int, session: int | None) -> tuple[bool, str | None]:
+    """Whether live agent `pid` (its `session`) answers on its probe, and the recording it writes, asked
+    of it (None when it records nothing); (False, None) when it serves none or does not answer within a
+    second."""
+    from engine.errors import ContextPipeError
+    from engine.probe.runtime_dir import resolve_runtime_dir, socket_path
+    from engine.recording.cpsession import RecordingReader
+
+    try:
+        d = resolve_runtime_dir(None)
+        if d is None or not socket_path(pid, d, session).exists():  # (nothing serves there: not asked)
+            return False, None
+        from inspector.sources.live_recording import open_recorded
+
+        got, _ = open_recorded(pid, session, timeout=1.0)
+    except (ContextPipeError, OSError):
+        return False, None
+    got.close()
+    return True, str(got.path) if isinstance(got, RecordingReader) else None
 
 
 def not_a_pid(given: str) -> str:

@@ -52,3 +52,26 @@ def test_a_recording_given_to_attach_says_replay(
         r.output
         == "cp-inspect: 'nothing-here' is not a pid: give PID or PID.SESSION as `cp-inspect ps` lists them\n"
     )
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_live_agents_pid_given_as_a_recording_names_its_recording(
+    record: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`simulate PID` / `verify PID` of a running agent: the hint sent the person to watch it, when what
+    they wanted was the file it writes. A real demo agent serving its probe, recording or not."""
+    from tests.support.served_agent import served_agent
+
+    with served_agent(monkeypatch, turns=400, delay=0.5, record=record) as agent:
+        monkeypatch.chdir(tmp_path)  # (no file named PID here)
+        pid = agent.proc.pid
+        for command in ("simulate", "verify"):
+            r = CliRunner().invoke(app, [command, str(pid)])
+            assert r.exit_code == 1, r.output
+            if record:
+                want = (f"cp-inspect: no such file: {pid} (agent {pid} records to {agent.record}: give that "
+                        f"file; `cp-inspect attach {pid}` watches it)\n")
+            else:
+                want = (f"cp-inspect: no such file: {pid} (agent {pid} is live and records nothing: "
+                        f"`cp-inspect attach {pid}` watches it, and s there saves its turns to a file)\n")
+            assert r.output == want, r.output
