@@ -104,6 +104,8 @@ class FleetTable(DataTable[str | Text]):
 
     @dataclass
     class AttachRequested(Message):
+        """Enter on a row: the inspector to open on that agent (`target`, as `cp-inspect attach` takes it)."""
+
         target: str
 
     def __init__(self, *, id: str | None = None) -> None:

@@ -35,6 +35,8 @@ class Slider(Widget, can_focus=True):
 
     @dataclass
     class Changed(Message):
+        """The slider moved to `value`."""
+
         slider: Slider
         value: float
 
