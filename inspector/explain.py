@@ -187,7 +187,7 @@ def to_text(
             parts = rw.get("edited_parts") or []
             which = f" (the replies of turns {', '.join(map(str, turns))})" if turns else ""
             if any(p[1] != "reply" for p in parts):  # (a call, a user message, a result: each said)
-                from engine.capture.tap_rewrite import edits_said
+                from engine.importers.history_edits import edits_said
 
                 which = f" ({edits_said(parts)})"
             lines.append(

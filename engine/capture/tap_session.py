@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from engine.capture.tap_call import TapCall, TapError, TapStats, cut_short, gave_up
-from engine.capture.tap_rewrite import REWRITE_KEY, rewritten
+from engine.capture.tap_rewrite import rewritten
 from engine.capture.tap_sequencing import DIAG_KIND, MAX_HELD, TapSequencing
 from engine.capture.tap_state import CONVERSATION_STATE, MAX_CONVERSATIONS
 from engine.capture.tap_steps import REQUEST_PARAMS_KEY, RESPONSE_KEY, SERVER_KEY
 from engine.capture.tap_streams import Accumulator, plain
+from engine.importers.history_edits import REWRITE_KEY
 from engine.wording import counted
 
 __all__ = [

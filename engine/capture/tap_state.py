@@ -19,7 +19,7 @@ from typing import Any
 from engine.capture.lineage import Lineage
 from engine.capture.tap_call import TapCall, TapStats
 from engine.capture.tap_request import Parsed
-from engine.capture.tap_rewrite import Placed
+from engine.importers.history_edits import Placed
 from engine.importers.ingest import DEFAULT_WINDOW, ActualRecorder, _Feeder
 from engine.importers.model import MessageRec, ToolSchemaRec
 from engine.pipeline import Pipeline
@@ -75,7 +75,7 @@ class TapState:
         self.fed: list[MessageRec] = []
         # Where each message of `fed` is in the engine's history (None: no place of its own, or its place
         # unknown after the agent rewrote its history): an edit of it is the engine's edit of that
-        # message (Pipeline.edit_text, edit_part; see TapSteps._edit_parts)
+        # message (Pipeline.edit_text, edit_part; see engine.importers.history_edits.apply_edits)
         self.fed_at: list[Placed | None] = []
         self.reply_fed = False  # the last of `fed` is a reply (after()), not a message the agent sent
         self.choices_asked = 1  # the choices (`n`) the request being journaled asked for

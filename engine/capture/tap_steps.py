@@ -7,24 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.artifacts import Text, ToolCall, ToolResult
 from engine.capture.lineage import AMBIGUOUS_KEY, BRANCH_KEY
 from engine.capture.tap_call import TapError
 from engine.capture.tap_conversations import TapConversations
 from engine.capture.tap_request import parse_request, request_params
-from engine.capture.tap_rewrite import (
-    REWRITE_KEY,
-    Placed,
-    in_place,
-    part_edits,
-    rewrite_cause,
-    rewrite_event,
-    rewritten,
-)
+from engine.capture.tap_rewrite import rewritten
 from engine.capture.tap_streams import plain
 from engine.errors import BudgetExceededError, ContextPipeError
 from engine.feedback import normalize_usage, reply_diagnostics
 from engine.importers._common import Ctx
+from engine.importers.history_edits import (
+    REWRITE_KEY,
+    apply_edits,
+    feed_placed,
+    in_place,
+    name_edit_break,
+    rewrite_event,
+)
 from engine.importers.ingest import ActualRecorder, IngestReport, _Feeder
 from engine.importers.model import CallRec, MessageRec, ToolSchemaRec
 from engine.importers.wire_bodies import _anthropic_response, _openai_response
@@ -114,7 +113,7 @@ class TapSteps(TapConversations):
         else:
             start, rewrite = rewritten(self.fed, msgs)
             if edits:  # messages edited where they stood: the engine's history takes each edit it can
-                rewrite.update(self._edit_parts(msgs))
+                rewrite.update(apply_edits(self.pipe, self.fed, self.fed_at, msgs))
             else:  # (a compaction: the agent's own messages before `start`, none of them the engine's)
                 at = [None] * start
         for m in msgs[start:]:
@@ -130,7 +129,7 @@ class TapSteps(TapConversations):
         self.actual.record(self.pipe.turn, call)
         req = self._plan()
         if rewrite is not None and rewrite.get("applied"):
-            self._edit_break(req, rewrite)
+            name_edit_break(self.pipe, req, rewrite)
         self.feeder.note_media()  # the images of its new messages, and on what each count rests
         if self.branch is not None:
             self.pipe.annotate(BRANCH_KEY, self.branch)
@@ -153,90 +152,10 @@ class TapSteps(TapConversations):
             self.pipe.annotate("tap_errors", self.stats.errors)
         self.stats.journaled += 1
 
-    def _feed(self, m: MessageRec, turn: int | None) -> Placed | None:
-        """Feed `m` to the engine; where it went (a reply: `turn`, the turn it answered, None when the
-        agent's own request brought it; a message of the agent's: the turn whose request sends it), so
-        an edit of it later is the engine's edit of that message (see _edit_parts). None: a message the
-        engine holds in no place of its own (the system prompt, a result that answers no call)."""
+    def _feed(self, m: MessageRec, turn: int | None) -> Any:
+        """Feed `m` to the engine; where it went (history_edits.feed_placed), for an edit of it later."""
         assert self.pipe is not None and self.feeder is not None
-        pipe = self.pipe
-        waiting = len(pipe.pending)
-        self.feeder.feed(m)
-        hist = pipe.history
-        if m.role == "assistant":
-            parts = hist[len(hist) - 1].parts
-            return Placed(len(hist) - 1, turn, tuple(j for j, p in enumerate(parts) if isinstance(p, ToolCall)))
-        # (the agent's text or result: in the message its request closes, after what was waiting)
-        kind = ToolResult if m.role == "tool" else Text
-        for j in range(waiting, len(pipe.pending)):
-            p = pipe.pending[j]
-            if isinstance(p, kind) and (p.content if isinstance(p, ToolResult) else p.text) == m.content:
-                return Placed(len(hist), pipe.turn, (j,))
-        return None
-
-    def _edit_parts(self, msgs: list[MessageRec]) -> dict[str, Any]:
-        """The messages of the request `msgs` the agent edited where they stood (engine.capture.tap_rewrite
-        .in_place): each edit of a reply's text, a call's arguments, a user message's text or a tool
-        result's content (tap_rewrite.part_edits; a message with more than that changed keeps its
-        original) is made in the engine's history too (Pipeline.edit_text, edit_part: one `edit` event
-        each), so its requests send what the agent's do. What the trace's REWRITE_KEY adds: how many the
-        engine took (`applied`), the turns whose replies' texts they were (`edited_turns`; -1 for a
-        reply the agent's own request brought) and every edit taken as [turn, what, how]
-        (`edited_parts`: what "reply", "call", "user" or "result"; how "edited", or "truncated" for a
-        result made shorter)."""
-        assert self.pipe is not None
-        applied, turns, parts = 0, [], []
-        for i, (old, new) in enumerate(zip(self.fed, msgs, strict=False)):
-            where = self.fed_at[i] if i < len(self.fed_at) else None
-            if old == new or where is None:
-                continue
-            for what, k, was, now in part_edits(old, new) or ():
-                if what == "reply":
-                    if not self._holds(where.msg, None, was):
-                        continue  # (not where the tap placed it: another message stands there)
-                    done = self.pipe.edit_text(where.msg, now)
-                else:
-                    j = where.parts[k] if k < len(where.parts) else -1
-                    if not self._holds(where.msg, j, was):
-                        continue
-                    done = self.pipe.edit_part(where.msg, j, now)
-                if not done:
-                    continue
-                applied += 1
-                turn = -1 if where.turn is None else where.turn
-                if what == "reply":
-                    turns.append(turn)
-                how = "truncated" if what == "result" and len(now) < len(was) else "edited"
-                if [turn, what, how] not in parts:
-                    parts.append([turn, what, how])
-        return {"applied": applied, "edited_turns": sorted(set(turns)), "edited_parts": sorted(parts)}
-
-    def _holds(self, i: int, j: int | None, text: str) -> bool:
-        """Whether message `i` of the engine's history holds `text` where the tap placed it (checked before
-        it is edited): a reply's text (`j` None), else part `j`'s text, arguments or content. One behind
-        the cut, on disk, is not read."""
-        assert self.pipe is not None
-        hist = self.pipe.history
-        if not 0 <= i < len(hist) or not hist.held(i):
-            return False
-        m = hist[i]
-        if j is None:
-            return m.role == "assistant" and "".join(p.text for p in m.parts if isinstance(p, Text)) == text
-        if not 0 <= j < len(m.parts):
-            return False
-        p = m.parts[j]
-        if isinstance(p, ToolCall):
-            return p.arguments == text
-        if isinstance(p, ToolResult):
-            return p.content == text
-        return isinstance(p, Text) and p.text == text
-
-    def _edit_break(self, req: Any, note: dict[str, Any]) -> None:
-        """The cache break an edit made, named for what made it: the agent, not a step of the engine."""
-        assert self.pipe is not None
-        brk = req.trace.get("cache_break") if req is not None else None
-        if isinstance(brk, dict) and brk.get("section") == "history":
-            self.pipe.annotate("cache_break", {**brk, "cause": rewrite_cause(note)})
+        return feed_placed(self.pipe, self.feeder, m, turn)
 
     def _plan(self) -> Any:
         """The shadow plan of the request just journaled. One that cannot fit the window the tap was given

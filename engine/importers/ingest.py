@@ -14,6 +14,16 @@ from typing import Any
 
 from engine.errors import ConfigError
 from engine.hashing import canonical_json
+from engine.importers.history_edits import (
+    REWRITE_KEY,
+    Placed,
+    apply_edits,
+    feed_placed,
+    in_place,
+    in_place_note,
+    name_edit_break,
+    rewrite_event,
+)
 from engine.importers.model import CallRec, ImportedSession, MessageRec, ThinkingRec
 from engine.pipeline import Pipeline
 from engine.providers import canonical_provider
@@ -284,6 +294,9 @@ def ingest(
     for t in imp.calls[0].tools:
         pipe.add_tool(t.name, t.description, t.parameters)
     fed = 0
+    # The messages fed so far (the last call's and its reply) and where each went in the engine's history
+    fed_msgs: tuple[MessageRec, ...] = ()
+    fed_at: list[Placed | None] = []
     actual = ActualRecorder(pipe)
     last: float | None = None
     for k, call in enumerate(imp.calls):
@@ -303,13 +316,32 @@ def ingest(
             call = replace(call, timestamp=last)
         last = call.timestamp if call.timestamp is not None else last
         now[0] = call.timestamp if call.timestamp is not None else now[0]
+        edits = None
+        if fed and call.messages[:fed] != fed_msgs:
+            # Not the calls before it and their replies as they were: an agent's history processor
+            # rewrote earlier messages (SWE-agent's last_n_observations elides old tool outputs where
+            # they stood). Edits in place are made in the engine's history too (else it sent the
+            # originals every turn after); any other rewrite leaves where earlier messages went unknown.
+            msgs = list(call.messages)
+            edited = in_place(list(fed_msgs), msgs)
+            if edited:
+                edits = {**in_place_note(fed, msgs, edited), **apply_edits(pipe, list(fed_msgs), fed_at, msgs)}
+            else:
+                fed_at = [None] * fed
         for m in call.messages[fed:]:
-            feeder.feed(m)
+            fed_at.append(feed_placed(pipe, feeder, m, None))
         fed = len(call.messages)
+        fed_msgs = call.messages
         feeder.before_request()
         actual.record(k, call)
-        pipe.next_request()
+        req = pipe.next_request()
         feeder.note_media()
+        if edits is not None:
+            # (the turn's trace and the journal say so, as for a captured agent: simulate names the break)
+            if edits.get("applied"):
+                name_edit_break(pipe, req, edits)
+            pipe.annotate(REWRITE_KEY, edits)
+            pipe.journal.append(rewrite_event(k, edits))
         if call.error or call.response is None:
             kind = "prompt_too_long" if call.error and "too long" in call.error.lower() else "error"
             pipe.record_error(kind, call.error or "no response")
@@ -319,7 +351,8 @@ def ingest(
             continue
         if call.usage is not None:
             pipe.record_usage(call.usage.to_dict())
-        feeder.feed(call.response)
+        fed_at.append(feed_placed(pipe, feeder, call.response, k))
+        fed_msgs = (*call.messages, call.response)
         fed += 1
         report.turns += 1
     pipe.close_turn()
