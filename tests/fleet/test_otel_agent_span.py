@@ -6,9 +6,7 @@ over real sockets, real trajectories where they are available."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -21,6 +19,7 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the otel e
 
 from engine import Pipeline  # noqa: E402
 from engine.export.otel import OtelSink  # noqa: E402
+from tests.support.console_script import run_cp_inspect  # noqa: E402
 
 from ..conftest import TRAJECTORIES as TRAJ  # noqa: E402
 from .otlp_receiver import OtlpReceiver  # noqa: E402
@@ -40,8 +39,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return run_cp_inspect(*args)  # the console script, as installed
 
 
 def _turns(pipe: Pipeline, n: int, call_s: float = 0.0) -> None:
