@@ -20,6 +20,7 @@ from engine.sim.key_table import Key, KeyTable
 from engine.sim.key_walk import _walk_keys
 from engine.sim.run_hashes import RunHashes, run_hashes
 from engine.sim.shared_prefix import STRETCH_MIN, find_stretch, shared_prefix_len
+from engine.sim.spliced import Spliced, array_of
 
 _TOKENS = attrgetter("tokens")
 _SHA = attrgetter("sha")
@@ -46,8 +47,9 @@ class _KeyChain:
         self.blocks: Sequence[Block] = ()
         # The blocks' hash ids (KeyTable.hashes): extended and cut in place, as keys and raw, only on the
         # last call's line (see take_raw); else a new array, so an entry of _earlier holds its call's
-        # hashes as they were.
-        self.shas: array[int] = array("i")
+        # hashes as they were. A Window's (see _take_window): a Spliced on its run's ids, made an array
+        # before any change in place.
+        self.shas: array[int] | Spliced = array("i")
         self.keys: list[Key] = [0]
         # The keys after `keys`, not made into a list: those the last call handed out, when it was taken
         # lazily (take_lazy). A window that moved to where no call started before (clear_tool_uses past
@@ -59,7 +61,7 @@ class _KeyChain:
         # previous call's raw sums as they are and moves `base`, not every sum in it.
         # (An array, as the hashes: a shifted call copies the stretch's ~4,800 sums, and as a list of
         # ints each copy and free touched their scattered objects.)
-        self.raw: array[int] = array("q", [0])
+        self.raw: array[int] | Spliced = array("q", [0])
         self.base = 0
         self.order_checked = True  # every carried block passed _check_order (a policy asks always or never)
         # keys[:old] of the last take were in the table before it; keys[old:] were handed out by it. A
@@ -81,7 +83,8 @@ class _KeyChain:
         # they are then held by this chain and by that line's entry only, which the call replaces.
         # (position, blocks, keys, raw sums, base, checked, the blocks' hashes, the keys' tail) each.
         self._earlier: dict[
-            int, tuple[int, Sequence[Block], list[Key], array[int], int, bool, array[int], range]
+            int,
+            tuple[int, Sequence[Block], list[Key], array[int] | Spliced, int, bool, array[int] | Spliced, range],
         ] = {}
         self._line = 0  # where the last call's line parted (see _done)
         # The last take came back to an earlier line (_from_earlier): (that line's entry key, the blocks
@@ -113,7 +116,7 @@ class _KeyChain:
         check_order: bool = False,
         shared: int | None = None,
         stretch: tuple[int, int, int] | None = None,
-    ) -> tuple[list[Key], array[int], int]:
+    ) -> tuple[list[Key], array[int] | Spliced, int]:
         """take(blocks), as (keys, raw, base): the cumulative tokens are raw[j] + base. The lists are the
         chain's own, valid until its next call. `shared`: blocks[:shared] are the previous call's own
         Block objects (Call.shared); None: found by comparing. `stretch`: Call.stretch, read only with
@@ -128,7 +131,7 @@ class _KeyChain:
         shared: int | None = None,
         stretch: tuple[int, int, int] | None = None,
         lazy: bool = True,
-    ) -> tuple[list[Key], range, array[int], int]:
+    ) -> tuple[list[Key], range, array[int] | Spliced, int]:
         """take_raw(blocks) as (keys, tail, raw, base): the call's keys are keys + tail, where `tail` is the
         keys it handed out (every prefix from the first one no call sent before: `old` on), not made into
         ints in a list (lazy=False: made, and `tail` is empty)."""
@@ -231,7 +234,8 @@ class _KeyChain:
                 # only, and the entry is replaced by this call's. Cut and extended in place: a call that
                 # appends costs what it appends, not a copy of every key and sum before it. (The last
                 # call's tail, the few keys it appended, made first: they are its list's from here.)
-                keys, raw = self.keys, prev_raw
+                # (A Window's carried sums, a Spliced on its run's: made an array first.)
+                keys, raw = self.keys, array_of(prev_raw)
                 if self.tail:
                     keys += self.tail
                     self.tail = _NO_KEYS
@@ -247,6 +251,7 @@ class _KeyChain:
         if m:
             shas = full
         elif cut is not None:  # on the last call's line: its hashes cut and extended in place too
+            shas = array_of(shas)
             del shas[common:]
             shas += new_shas
         else:
@@ -258,7 +263,7 @@ class _KeyChain:
 
     def _take_window(
         self, blocks: Window[Block], common: int, stretch: tuple[int, int, int], lazy: bool
-    ) -> tuple[list[Key], range, array[int], int] | None:
+    ) -> tuple[list[Key], range, array[int] | Spliced, int] | None:
         """take_lazy(blocks) for a Window (head + run[lo:k] + tail, engine/sim/grown.py) past its first
         `common` blocks, which are the last call's: the hash ids and sums of its run part read from the
         run's RunHashes (engine/sim/run_hashes.py), which reads each Block of the run once; of its tail,
@@ -293,27 +298,38 @@ class _KeyChain:
         hid = self.ids.hashes.__getitem__
         prev_shas, prev_raw, was = self.shas, self.raw, self.base
         x = a + q0 - s
-        full = prev_shas[:common]
-        full.extend(map(hid, map(_SHA, head)))
-        full += par.ids[b0:k]
-        if c:
-            full += prev_shas[x : x + c]
-        full.extend(map(hid, map(_SHA, new)))
+        # The call's ids and sums as a Spliced: the head's and the tail's arrays of their own, the run's
+        # part a place in the run's ids and sums (not copied: see engine/sim/spliced.py).
+        front = prev_shas[:common]
+        front.extend(map(hid, map(_SHA, head)))
+        back = prev_shas[x : x + c] if c else array("i")
+        back.extend(map(hid, map(_SHA, new)))
+        full = Spliced(front, par.ids, b0, k, back)
         keys = _keys_upto(self.keys, self.tail, common + 1, lazy and len(full) - common >= KEYPATH_FROM)
-        fresh = _walk_keys(keys, full, self.ids, common, (par.ids, p0, b0, k - b0))
+        # A start an earlier call had (its first prefix past `common` in the table): the walk reads on
+        # through the table's runs, each id by index, so it is handed an array (a copy, as before); a new
+        # start, every prefix past there new, reads two or three.
+        walked = full[:] if common < len(full) and (keys[-1], full[common]) in self.ids.ids else full
+        fresh = _walk_keys(keys, walked, self.ids, common, (par.ids, p0, b0, k - b0))
         # The sums as raw + base with the run part's raw the run's own sums: cum[p0 + y] is
         # cum[p0] + sums[b0 + y] - sums[b0], so base = cum[p0] - sums[b0]. The few before p0 moved to it,
         # the carried tail's the last call's moved by one difference (as the stretch's way moves them).
         sums = par.sums
         base = prev_raw[common] + was + sum(htok) - sums[b0]
         d = was - base
-        raw = array("q", [y + d for y in prev_raw[: common + 1]]) if d else prev_raw[: common + 1]
-        raw.extend(islice(accumulate(htok, initial=raw[-1]), 1, None))
-        raw += sums[b0 + 1 : k + 1]
+        lead = array("q", [y + d for y in prev_raw[: common + 1]]) if d else prev_raw[: common + 1]
+        lead.extend(islice(accumulate(htok, initial=lead[-1]), 1, None))
+        last = sums[k]
         if c:
-            e = raw[-1] - prev_raw[x]
-            raw.extend(map(add, prev_raw[x + 1 : x + c + 1], repeat(e)) if e else prev_raw[x + 1 : x + c + 1])
-        raw.extend(islice(accumulate(ttok, initial=raw[-1]), 1, None))
+            e = last - prev_raw[x]
+            trail = prev_raw[x + 1 : x + c + 1]
+            if e:
+                trail = array("q", map(add, trail, repeat(e)))
+            last = trail[-1]
+        else:
+            trail = array("q")
+        trail.extend(islice(accumulate(ttok, initial=last), 1, None))
+        raw = Spliced(lead, sums, b0 + 1, k + 1, trail)
         old, made = _handed_out(keys, self.ids, fresh, lazy)
         self._done(blocks, common, keys, made, raw, base, full, False, old)
         self.cut = None
@@ -321,7 +337,7 @@ class _KeyChain:
 
     def _from_earlier(
         self, blocks: Sequence[Block], common: int, check_order: bool, lazy: bool
-    ) -> tuple[list[Key], range, array[int], int] | None:
+    ) -> tuple[list[Key], range, array[int] | Spliced, int] | None:
         """take_raw(blocks) from an earlier call (not the last one) that parted from its own previous
         call at the block this one parts at, when it shares most of what follows with this one: its keys,
         sums and hashes as far as the two agree, then the rest read. None when there is none such."""
@@ -364,9 +380,9 @@ class _KeyChain:
         common: int,
         keys: list[Key],
         tail: range,
-        raw: array[int],
+        raw: array[int] | Spliced,
         base: int,
-        shas: array[int],
+        shas: array[int] | Spliced,
         checked: bool,
         old: int,
     ) -> None:

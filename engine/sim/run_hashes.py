@@ -21,6 +21,7 @@ from operator import attrgetter
 from typing import Any
 
 from engine.sim.key_table import KeyTable
+from engine.sim.spliced import Spliced
 
 _TOKENS = attrgetter("tokens")
 _SHA = attrgetter("sha")
@@ -44,7 +45,7 @@ class RunHashes:
         self.sums: array[int] = array("q", [0])
         self.ok = True
 
-    def seed(self, ids: array[int], sums: array[int], k: int) -> None:
+    def seed(self, ids: array[int] | Spliced, sums: array[int] | Spliced, k: int) -> None:
         """Start from a call that sent run[:k] from its first position: its hash ids and raw sums (any
         constant apart from the run's own: only their differences are read), copied in C rather than
         read from each Block (a run made anew where a shifted call could not be a Window: ~4,800)."""
