@@ -12,6 +12,9 @@ from engine.sim.pricing import usage_cost
 
 RECENT_TURNS = 10  # the "last N turns" hit rate
 RATE_WINDOW_S = 60.0  # tokens per minute over the last minute of arrivals
+# The state of a proxy's conversation whose agent process has exited while the proxy serves on: it read
+# "live" for as long as the proxy ran. It can still be attached (the session and its recording stay).
+AGENT_GONE = "agent gone"
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,15 @@ class AgentStats:
     alerts: int = 0
     cache_breaks: int = 0
     tap_errors: int = 0
+    # The local process that made a proxy conversation's calls (AgentInfo.client "pid N"), None for an
+    # agent of its own or when the proxy could not tell: the watcher sees it exit while the proxy serves on.
+    client_pid: int | None = None
     recent: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=RECENT_TURNS))
     arrivals: deque[tuple[float, int]] = field(default_factory=deque)  # (time, tokens) for tokens/min
 
     def take_trace(self, trace: Mapping[str, Any], now: float) -> None:
+        if self.state == AGENT_GONE:  # calls again: another process took the conversation up (its pid unknown)
+            self.state, self.detail, self.client_pid = "live", "", None
         self.turns += 1
         self.last_turn = max(self.last_turn, int(trace.get("turn", 0)))
         self.model = str(trace.get("model") or self.model)

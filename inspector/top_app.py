@@ -51,7 +51,8 @@ TOP_ABOUT = """
   the whole session. **COST $**: what the session has cost at the model's prices (`+`: some calls' model
   has no known price, so this is a lower bound).
 - **ALERTS**: alerts raised so far. **TOK/MIN**: prompt tokens sent a minute, over the last minute.
-- **STATE**: live, ended, not answering, or no socket (it cannot be attached: restart it to serve again).
+- **STATE**: live, ended, not answering, or no socket (it cannot be attached: restart it to serve again);
+  agent gone: a proxy's conversation whose agent has exited (the proxy keeps it: Enter still attaches).
 - **COMMAND**: the agent's command line.
 
 Enter on a row opens the inspector on that agent; leaving the inspector brings you back here.

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from engine.fleet import AgentRow
+from engine.fleet import AGENT_GONE, AgentRow
 from engine.probe.watch import NO_SOCKET, STOPPED
 from panels.fmt import fit_cells, model_in, tok
 
@@ -94,7 +94,8 @@ def cells(a: AgentRow, command_cells: int = 60) -> tuple[Text, ...]:
         Text(tok(a.tokens_per_min), justify="right"),
         # Not attachable but still followed (its figures move), or stopped (they move again once it
         # continues): yellow, not the ended rows' dim red.
-        Text(a.state, style="green" if live else "yellow" if a.state in (NO_SOCKET, STOPPED) else "dim red"),
+        Text(a.state, style="green" if live else "yellow" if a.state in (NO_SOCKET, STOPPED, AGENT_GONE)
+             else "dim red"),
         Text(fit_cells(a.command, command_cells), style="dim"),
     )
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.fleet import AgentRow, AgentStats
+from engine.fleet import AGENT_GONE, AgentRow, AgentStats
 from engine.probe.client import AgentInfo, ProbeClient, SkippedSocket, list_agents
 from engine.probe.runtime_dir import pid_alive, proc_stat, resolve_runtime_dir
 from engine.recording.journal import trace_of, unpack_event
@@ -22,6 +22,16 @@ NO_SOCKET = "no socket"  # the state of a live agent whose probe socket file is 
 # The state of a followed agent whose process is stopped (SIGSTOP, Ctrl-Z, a debugger): nothing comes from
 # it until it continues. Its reader keeps the connection; each scan looks at /proc again.
 STOPPED = "stopped"
+
+
+def _client_pid(client: str | None) -> int | None:
+    """The pid in a proxy conversation's client ("pid 4242"), None when it is not one ("unknown")."""
+    if client is None or not client.startswith("pid "):
+        return None
+    try:
+        return int(client[4:])
+    except ValueError:
+        return None
 
 
 def _stopped(pid: int) -> bool:
@@ -146,6 +156,13 @@ class FleetWatcher:
                                     f"until it continues (kill -CONT {stats.pid}, or fg in its shell)")
                 elif stats.state == STOPPED and not _stopped(stats.pid):
                     stats.state, stats.detail = "live", ""
+                # A proxy's conversation whose agent has exited: the proxy serves it on (its socket, its
+                # recording), so it stayed "live" for as long as the proxy ran, beside agents that run.
+                elif (stats.state == "live" and stats.client_pid is not None and target not in self._ended
+                      and pid_alive(stats.client_pid) is False):
+                    stats.state = AGENT_GONE
+                    stats.detail = (f"its agent (pid {stats.client_pid}) has exited; the proxy keeps the "
+                                    "conversation and its recording (Enter attaches)")
         for info in infos:
             if info.target not in known:
                 self._follow(info)
@@ -160,7 +177,7 @@ class FleetWatcher:
 
     def _follow(self, info: AgentInfo) -> None:
         stats = AgentStats(info.target, info.pid, info.session, info.label, info.model or "",
-                           info.provider or "", tap_errors=info.tap_errors)
+                           info.provider or "", tap_errors=info.tap_errors, client_pid=_client_pid(info.client))
         if info.error:
             stats.state, stats.detail = "error", info.error
         with self._lock:
