@@ -34,8 +34,9 @@ PANELS = """
   a trim), so it may be far over the budget (a history of 82k planned, 2.7k sent once its long tool
   results were spilled); `sent`: the tokens sent; `form`: full, trimmed
   (−tokens cut), spilled, ...; `Δ` ●: its content changed since the previous turn; `hash`: its content's
-  sha256, first 7 digits. Enter or cursor shows the section in **Content**. Its counts are the engine's
-  tokens (cl100k), what budgets are planned in; its bottom border says how the provider's compare.
+  sha256, first 7 digits; `*` after a name: the section carries a note (why it was sent as it was), which
+  **Content** shows under its title. Enter or cursor shows the section in **Content**. Its counts are the
+  engine's tokens (cl100k), what budgets are planned in; its bottom border says how the provider's compare.
 - **Token scales**: the tier, the cache layout and the timeline show the provider's tokens (what the
   prompt is billed and cached in): its own count once the reply's usage arrives, before that (or from a
   provider with none) the engine's count times the calibration learned from earlier replies, marked ≈.

@@ -61,5 +61,9 @@ def test_the_help_screen_says_what_each_manifest_column_and_pressure_figure_is()
     # `plan` read "the plan gave it" beside a history planned 82k under a 2.7k budget: it is the section
     # before the optimize steps cut it
     assert "`plan`: its content before the optimize steps that cut it" in " ".join(sections.split()), sections
+    # the mark by a section's name (panels.manifest.NOTE_MARK) was explained nowhere
+    from panels.manifest import NOTE_MARK
+
+    assert f"`{NOTE_MARK}` after a name: the section carries a note" in " ".join(sections.split()), sections
     pressure = PANELS.split("**Pressure**", 1)[1].split("\n- ", 1)[0]
     assert "`uncompacted`" in pressure and "1.00 is full" in pressure, pressure
