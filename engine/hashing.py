@@ -54,9 +54,19 @@ def json_string(text: str) -> str:
     return got
 
 
-# hashlib.sha256 read once. The hashes an agent's call makes (a journaled text, a part, a message:
-# some eight a turn) call it directly on the UTF-8 bytes, as sha256_hex does, without a frame of their own.
-sha256 = hashlib.sha256
+# A new hash is a copy of this empty one, not hashlib.sha256(data): the same digest, but hashlib.sha256
+# finds the digest by its name and sets up a fresh OpenSSL context every call (py_digest_by_name,
+# EVP_DigestInit_ex), code a cold turn reads from memory again for its ~13 hashes (an agent call's texts,
+# parts, message, blobs), while a copy runs the code the body hasher's copies run anyway
+# (engine/providers/prefix_hasher.py). The prototype is never updated, so copies share nothing.
+_new_sha256 = hashlib.sha256().copy
+
+
+def sha256(data: bytes = b"") -> hashlib._Hash:
+    """hashlib.sha256(data): the same object and digest, made as a copy of an empty one (see above)."""
+    h = _new_sha256()
+    h.update(data)
+    return h
 
 
 def result_hash(call_id: str, content: str, is_error: bool, form: str) -> str:
@@ -79,7 +89,9 @@ def call_hash(call_id: str, name: str, arguments: str) -> str:
 def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return sha256(data).hexdigest()
+    h = _new_sha256()
+    h.update(data)
+    return h.hexdigest()
 
 
 def content_hash(value: Any) -> str:

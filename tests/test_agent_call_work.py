@@ -84,13 +84,15 @@ def test_the_artifacts_stay_frozen_dataclasses_with_the_same_hashes() -> None:
 def test_hashes_taken_by_a_reply_and_a_result() -> None:
     """A reply (a text and a call) takes five SHA-256 (the text's blob and part, the arguments' blob, the
     call, the message) and a tool result two (its blob and part), each where it is needed: no
-    sha256_hex frame of its own."""
+    sha256_hex frame of its own, and each a copy of an empty hash (engine/hashing.sha256), not
+    hashlib.sha256's look-up of the digest by name and a fresh OpenSSL context."""
     pipe = _steady_pipe()
     answer = c_calls(
         lambda: pipe.assistant("step 99", [{"id": "c99", "name": "bash", "arguments": '{"n": 99}'}])
     )
     result = c_calls(lambda: pipe.tool_result("c99", "the newest output\n" * 30))
-    assert answer["openssl_sha256"] == 5 and result["openssl_sha256"] == 2, (answer, result)
+    assert answer["HASH.copy"] == 5 and result["HASH.copy"] == 2, (answer, result)
+    assert answer["openssl_sha256"] == result["openssl_sha256"] == 0, (answer, result)
     # A call id the session has not sent, without `_rN`, is taken without the renamed-id pattern.
     assert answer["Pattern.fullmatch"] == 0, answer
     pipe.next_request()
