@@ -120,6 +120,9 @@ class InspectorApp(App[None]):
     # and so knows its exit status (demo, run). An agent that finished is then "Agent exited", not the
     # red "Agent disconnected" over a demo that ran to its end; an attached agent's status is unknown.
     agent_ended: Callable[[], str | None] | None = None
+    # The file `attach --record` writes what was received to once the inspector is left (None: none): the
+    # end's banner and toast said "press s to save" over a session that is saved anyway.
+    save_on_quit: str | None = None
 
     def __init__(self, source: Source, theme: str | None = None, start_turn: int | None = None) -> None:
         super().__init__()
@@ -326,7 +329,7 @@ class InspectorApp(App[None]):
     def update_status(self) -> None:
         parts = status_parts(
             self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to,
-            self._status.content_region.width or None, saved_turns=self.saved_turns,
+            self._status.content_region.width or None, saved_turns=self.saved_turns, save_on_quit=self.save_on_quit,
         )
         self._status.update(parts)  # a no-op when the parts are the same
 
@@ -334,7 +337,7 @@ class InspectorApp(App[None]):
         """The status line whole, when the terminal cuts it, and the source's file or command (status_whole)."""
         return status_whole(
             self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to,
-            self._status.content_region.width or None, saved_turns=self.saved_turns,
+            self._status.content_region.width or None, saved_turns=self.saved_turns, save_on_quit=self.save_on_quit,
         )
 
     def go(self, index: int | None) -> None:

@@ -56,8 +56,10 @@ def run_inspector(
     theme: str | None,
     start_turn: int | None = None,
     agent_ended: Callable[[], str | None] | None = None,
+    save_on_quit: str | None = None,
 ) -> None:
-    """The inspector on `source`, run as run_app runs it; `agent_ended` as InspectorApp.agent_ended.
+    """The inspector on `source`, run as run_app runs it; `agent_ended` and `save_on_quit` as
+    InspectorApp's.
     The TUI commands' last step (cli._run_app, and attach's typer-free path, attach_command.run_live),
     after each has checked for a terminal in its own words. Imports nothing of the app until called."""
     from . import startup_gc
@@ -68,6 +70,7 @@ def run_inspector(
 
         inspector = InspectorApp(source, theme=theme, start_turn=start_turn)
         inspector.agent_ended = agent_ended
+        inspector.save_on_quit = save_on_quit
         run_app(inspector)
     finally:
         startup_gc.release(freeze=False)  # an app that failed before its first frame must not leave it off

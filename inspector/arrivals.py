@@ -164,6 +164,8 @@ class Arrivals:
         app.disconnected = message.reason
         kept = app.source.header.get("recording")
         where = f"the agent's recording is kept at {kept}" if kept else "press s to save them"
+        if not kept and app.save_on_quit:  # (attach --record: written when the inspector is left)
+            where = f"they are written to {app.save_on_quit} when you quit"
         removed = getattr(app.source, "recording_removed", None)  # (a recording follower's: sources/live_recording)
         if kept and removed is not None and removed():
             # Removed while attached (the agent wrote it, and the follower read it, through open

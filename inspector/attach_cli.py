@@ -60,7 +60,8 @@ def attach(
         fail(str(exc))
     previous = _save_on_termination() if record is not None else {}
     try:
-        _run_app(src, theme, agent_ended=attach_command.process_ended(*target))
+        _run_app(src, theme, agent_ended=attach_command.process_ended(*target),
+                 save_on_quit=str(record) if record is not None else None)
     finally:
         try:
             if record is not None:

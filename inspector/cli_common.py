@@ -64,11 +64,12 @@ def _run_app(
     theme: str | None,
     start_turn: int | None = None,
     agent_ended: Callable[[], str | None] | None = None,
+    save_on_quit: str | None = None,
 ) -> None:
     need_terminal("the inspector", "or `cp-inspect explain` for text")
     from .app_exit import run_inspector
 
-    run_inspector(source, theme, start_turn, agent_ended)
+    run_inspector(source, theme, start_turn, agent_ended, save_on_quit)
 
 
 def _check_new_recording(record: Path, example: str) -> None:

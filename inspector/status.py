@@ -92,9 +92,10 @@ def status_markup(
     failed: str | None = None,
     saved_to: str | None = None,
     saved_turns: int | None = None,
+    save_on_quit: str | None = None,
 ) -> str:
     return as_markup(status_parts(view, index, playing, speed, disconnected, failed, saved_to,
-                                  saved_turns=saved_turns))
+                                  saved_turns=saved_turns, save_on_quit=save_on_quit))
 
 
 def status_parts(
@@ -107,6 +108,7 @@ def status_parts(
     saved_to: str | None = None,
     width: int | None = None,
     saved_turns: int | None = None,
+    save_on_quit: str | None = None,
 ) -> tuple[Part, ...]:
     """The status line as MarkupLine parts: balanced markup fragments that repeat from step to step
     (parsed once each), and the turn's numbers as literal styled text (never parsed).
@@ -114,7 +116,9 @@ def status_parts(
     `width`: the cells the line has. What follows the turn number may be cut at the edge (the model goes
     first, as before); when the turn number itself would be, the line is laid out for the width: the
     name shortened or left out, the turn before a disconnected agent's banner, the count left out last.
-    At 40 columns a recording's name pushed the turn number off the edge."""
+    At 40 columns a recording's name pushed the turn number off the edge.
+    `save_on_quit`: the file `attach --record` writes what was received to when the inspector is left:
+    the end's banner said "press s to save" over a session that is saved anyway."""
     h, tl = view.source.header, view.timeline
     live = view.source.kind == "live"
     if live:
@@ -166,6 +170,8 @@ def status_parts(
             where, banner_path = "recording kept at {}", one_line(str(kept))
         elif saved_to:
             where, banner_path = f"{saved_turns} saved to {{}}; press s to save all", saved_to
+        elif save_on_quit:
+            where, banner_path = "written to {} when you quit", save_on_quit
         else:
             where = "press s to save"
 
@@ -358,12 +364,14 @@ def status_whole(
     saved_to: str | None = None,
     width: int | None = None,
     saved_turns: int | None = None,
+    save_on_quit: str | None = None,
 ) -> list[str]:
     """What the status line says, whole, as plain lines: the line itself when `width` cuts it (the name
     or a path shortened, the end cut at the edge), and where the data comes from, which the line never
     shows whole (a recording's directory, a live agent's command). The status line's tooltip and the
     help screen show these; built only when asked (not on every step)."""
-    whole = status_parts(view, index, playing, speed, disconnected, failed, saved_to, WHOLE, saved_turns)
+    whole = status_parts(view, index, playing, speed, disconnected, failed, saved_to, WHOLE, saved_turns,
+                         save_on_quit)
     lines = [assemble(whole).plain] if width is None or _cells(whole) > width else []
     h = view.source.header
     if view.source.kind == "live":
