@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .agent_end import ended_said, wait_status_code
 from .option_check import check_theme
 from .recording_open import fail, not_a_pid, warn_plain
 from .replay_argv import scan_plain, shell_completing
@@ -91,7 +92,7 @@ def process_ended(pid: int, session: int | None = None) -> Callable[[], str | No
 
         if session is not None:
             return SESSION_ENDED
-        return EXITED if status is None else FINISHED if status == 0 else _said(status)
+        return EXITED if status is None else FINISHED if status == 0 else ended_said(wait_status_code(status))
 
     return ended
 
@@ -107,19 +108,6 @@ def _exit_status(fields: list[bytes]) -> int | None:
         return int(fields[_EXIT_CODE_FIELD])
     except (IndexError, ValueError):
         return None
-
-
-def _said(status: int) -> str:
-    """How an agent that exited with a waitpid `status` other than 0 ended, as `run` says it."""
-    import signal
-
-    sig = status & 0x7F
-    if sig:
-        try:
-            return f"the agent was ended by {signal.Signals(sig).name}"
-        except ValueError:
-            return f"the agent was ended by signal {sig}"
-    return f"the agent exited with status {status >> 8}"
 
 
 def run_live(source: Source, theme: str | None, agent_ended: Callable[[], str | None] | None = None) -> None:

@@ -30,6 +30,7 @@ import typer
 
 from engine.wording import counted
 
+from .agent_end import ended_said, signal_name
 from .cli_common import ThemeOpt, fail, need_terminal
 from .token_arg import number_option
 
@@ -516,17 +517,7 @@ def agent_ended(child: subprocess.Popen[bytes], agent_log: Path) -> str | None:
 
         return FINISHED  # the status line says it in its own words
     # Its output is in a file while the inspector has the terminal: where to look when it failed.
-    return f"the agent {_ended_how(code)} (its output: {agent_log})"
-
-
-def _ended_how(code: int) -> str:
-    """How an agent with Popen return code `code` (not 0) ended: "exited with status 3", "was ended by
-    SIGKILL"."""
-    if code < 0 and -code in signal.valid_signals():
-        return f"was ended by {signal.Signals(-code).name}"
-    if code < 0:
-        return f"ended ({code})"
-    return f"exited with status {code}"
+    return f"{ended_said(code)} (its output: {agent_log})"
 
 
 def _stop_proxy(px: subprocess.Popen[bytes]) -> None:
@@ -551,7 +542,7 @@ def _summary(state: Path, agent_log: Path | None, code: int = 0, returncode: int
     if not sessions and code > 128 and code - 128 in signal.valid_signals():
         # Ended by a signal (the run's code is 128 + N, as a shell's): Ctrl-C before the first call was
         # "exited with status 130 ... (its output says why)", as if the agent had failed.
-        name = signal.Signals(code - 128).name
+        name = signal_name(code - 128)
         typer.echo(f"cp-inspect: no model calls went through the proxy: the agent was ended by {name}"
                    f"{' (Ctrl-C)' if name == 'SIGINT' else ''} before making one", err=True)
     elif not sessions and code != 0:
@@ -577,6 +568,6 @@ def _summary(state: Path, agent_log: Path | None, code: int = 0, returncode: int
         # After the TUI, how the agent ended is said with where its output is: the inspector's banner had
         # it, but it is gone once q is pressed, and the summary above read as a run that went well.
         # (With no session, the line above said how it ended already.)
-        whose = f"the agent {_ended_how(returncode)}; its" if returncode and sessions else "the agent's"
+        whose = f"{ended_said(returncode)}; its" if returncode and sessions else "the agent's"
         typer.echo(f"cp-inspect: {whose} output is in {agent_log}", err=True)
     return bool(sessions)

@@ -8,6 +8,7 @@ from typing import Any
 from rich.cells import cell_len
 
 from engine.wording import counted
+from inspector.agent_end import FAILED_ENDS
 from inspector.session_view import SPEEDS, SessionView
 from panels.fmt import fit_cells, literal, model_in, one_line
 from panels.markup_line import Part, as_markup, assemble, parse
@@ -34,10 +35,9 @@ EXITED = "the agent's process has ended"
 # The same for one session of a process that serves several (PID.N: a proxy's conversation, a served
 # fork): the process that ended is the proxy (or the parent agent), so the session is said to have ended.
 SESSION_ENDED = "the process serving this session has ended"
-# How an agent that failed is said to have ended (inspector.proxy_cli.agent_ended, attach_command._said):
-# "the agent exited with status 3 (its output: FILE)", "the agent was ended by SIGKILL". The status line
-# said "Agent disconnected" over them, a lost connection, though the run knew the agent's exit status.
-FAILED_ENDS = ("the agent exited with status ", "the agent was ended by ", "the agent ended (")
+# How an agent that failed is said to have ended (inspector.agent_end.ended_said: `run`'s, `demo`'s and
+# `attach`'s): "the agent exited with status 3 (its output: FILE)", "the agent was ended by SIGKILL". The
+# status line said "Agent disconnected" over them, a lost connection, though the run knew the exit status.
 OUTPUT_NOTE = " (its output: "  # where a run's agent's output went: the toast says it, the banner has no room
 
 
