@@ -12,11 +12,33 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.recording.cpsession import RecordingReader, RecordingWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo_sessions" / "scout-anthropic.cpsession"
 PAD = 1 << 20  # bytes of hex added to each turn's trace: 40 turns, ~40 MB held if every trace is kept
+# `cp-inspect` as installed (the console script; `python -m inspector.cli` built typer's app first, ~0.1 s
+# of CPU a run). Both sides of each memory comparison run it alike.
+CP_INSPECT = "import sys; sys.argv[0] = 'cp-inspect'; from inspector.entry import main; main()"
+
+
+# The padded copies, made once for the module (each ~40 MB of random pad written and compressed): the
+# tests only read them.
+@pytest.fixture(scope="module")
+def heavy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return heavy_copy(tmp_path_factory.mktemp("heavy") / "heavy.cpsession")
+
+
+@pytest.fixture(scope="module")
+def plain_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return unpadded_copy(tmp_path_factory.mktemp("plain") / "plain.cpsession")
+
+
+@pytest.fixture(scope="module")
+def padded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return padded_requests(tmp_path_factory.mktemp("padded") / "padded.cpsession")
 
 
 def heavy_copy(dst: Path, src: Path = DEMO) -> Path:
@@ -52,19 +74,19 @@ def peak_rss_mb(args: list[str]) -> tuple[int, str, float]:
         "sys.stderr.write(p.stdout + p.stderr)\n"
     )
     res = subprocess.run(
-        [sys.executable, "-c", probe, sys.executable, "-m", "inspector.cli", *args],
+        [sys.executable, "-c", probe, sys.executable, "-c", CP_INSPECT, *args],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     code, rss = res.stdout.split()
     return int(code), res.stderr, int(rss) / 1024
 
 
-def test_explain_of_the_last_turn_holds_only_the_traces_a_replay_folds(tmp_path: Path) -> None:
+def test_explain_of_the_last_turn_holds_only_the_traces_a_replay_folds(heavy: Path, plain_copy: Path) -> None:
     """explain read every event whole (each turn's trace included) to rebuild one turn: its memory grew
     with the recording (a 10,000-turn, 6 MB file: 266 MB). It now reads up to the turn asked for and keeps
     the traces of only the turns a replay folds. Old explain: ~40 MB of pads held here."""
-    p = heavy_copy(tmp_path / "heavy.cpsession")
-    code, out, base = peak_rss_mb(["explain", str(unpadded_copy(tmp_path / "plain.cpsession")), "--format", "json"])
+    p = heavy
+    code, out, base = peak_rss_mb(["explain", str(plain_copy), "--format", "json"])
     assert code == 0, out
     code, out, peak = peak_rss_mb(["explain", str(p), "--format", "json"])
     assert code == 0 and '"turn": 39' in out, out[-2000:]
@@ -73,19 +95,19 @@ def test_explain_of_the_last_turn_holds_only_the_traces_a_replay_folds(tmp_path:
     assert peak < base + 20, (peak, base)
 
 
-def test_explain_of_an_early_turn_reads_no_further(tmp_path: Path) -> None:
-    p = heavy_copy(tmp_path / "heavy.cpsession")
-    code, out, base = peak_rss_mb(["explain", str(unpadded_copy(tmp_path / "plain.cpsession")), "--turn", "3"])
+def test_explain_of_an_early_turn_reads_no_further(heavy: Path, plain_copy: Path) -> None:
+    p = heavy
+    code, out, base = peak_rss_mb(["explain", str(plain_copy), "--turn", "3"])
     assert code == 0, out
     code, out, peak = peak_rss_mb(["explain", str(p), "--turn", "3"])
     assert code == 0 and "EXPLAIN turn 3" in out, out[-2000:]
     assert peak < base + 12, (peak, base)
 
 
-def test_report_reads_only_the_trace_fields_its_simulation_uses(tmp_path: Path) -> None:
+def test_report_reads_only_the_trace_fields_its_simulation_uses(heavy: Path) -> None:
     """report decoded every trace whole (as export needs them), though its simulation reads only the
     sections, as `simulate` reads them. Old report: the 40 MB of pads held."""
-    p = heavy_copy(tmp_path / "heavy.cpsession")
+    p = heavy
     code, out, base = peak_rss_mb(["report", str(DEMO), "--json"])
     assert code == 0, out
     code, out, peak = peak_rss_mb(["report", str(p), "--json"])
@@ -93,11 +115,11 @@ def test_report_reads_only_the_trace_fields_its_simulation_uses(tmp_path: Path) 
     assert peak < base + 15, (peak, base)
 
 
-def test_export_sends_one_event_at_a_time(tmp_path: Path) -> None:
+def test_export_sends_one_event_at_a_time(heavy: Path) -> None:
     """export read a session's events into a list before sending any span. Old export: the pads held."""
     from tests.fleet.otlp_receiver import OtlpReceiver
 
-    p = heavy_copy(tmp_path / "heavy.cpsession")
+    p = heavy
     with OtlpReceiver() as rx:
         code, out, base = peak_rss_mb(["export", str(DEMO), "--otlp", rx.url])
         assert code == 0, out
@@ -118,7 +140,7 @@ def corrupt_copy(dst: Path, turn: int = 20) -> tuple[Path, int]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", CP_INSPECT, *args], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
 
 
@@ -162,13 +184,12 @@ def padded_requests(dst: Path, src: Path = DEMO) -> Path:
     return dst
 
 
-def test_explain_folds_as_it_reads_and_holds_no_event(tmp_path: Path) -> None:
+def test_explain_folds_as_it_reads_and_holds_no_event(padded: Path, plain_copy: Path) -> None:
     """explain held every event it read up to the turn asked for (the replayer keeps its journal for
     random access): ~18x the file for the last turn of a long recording. It now folds them as they are
     read (Replayer.for_turns) and keeps the state before turns n-1 and n only. Old explain: the forty
     1 MB pads of the request events held (+40 MB); the output is the same bytes."""
-    p = padded_requests(tmp_path / "padded.cpsession")
-    unpadded = unpadded_copy(tmp_path / "plain.cpsession")
+    p, unpadded = padded, plain_copy
     for extra in ([], ["--gate", "drop_rounds=off", "--budget", "20000"]):
         code, plain, base = peak_rss_mb(["explain", str(unpadded), "--format", "json", *extra])
         assert code == 0, plain
@@ -178,8 +199,6 @@ def test_explain_folds_as_it_reads_and_holds_no_event(tmp_path: Path) -> None:
 
 
 def test_for_turns_replans_its_turns_as_a_whole_replay_does() -> None:
-    import pytest
-
     from engine.recording.replay import Replayer, ReplayError
     from engine.whatif import Overrides
 
@@ -197,13 +216,13 @@ def test_for_turns_replans_its_turns_as_a_whole_replay_does() -> None:
         lean.replan(0)
 
 
-def test_diff_reads_each_recording_again_instead_of_holding_it(tmp_path: Path) -> None:
+def test_diff_reads_each_recording_again_instead_of_holding_it(tmp_path: Path, padded: Path) -> None:
     """diff held both sides' journals whole (each trace included) while it rebuilt them in lockstep: its
     memory grew with the recordings. Each is now read again for the builds (a first read gathers the
     index, output tokens and failed turns, with no trace built), one read for both sides when both are
     the same file. Old diff: the forty 1 MB request pads held (+40 MB); the figures are the same. (Not
     trace pads: a fold keeps the last 32 traces, as the engine does.)"""
-    p = padded_requests(tmp_path / "padded.cpsession")
+    p = padded
     plain = tmp_path / "plain.cpsession"
     plain.write_bytes(DEMO.read_bytes())
     for sides in (["recorded", "window=20000"], [str(plain), "gate.drop_rounds=off"]):
@@ -216,14 +235,14 @@ def test_diff_reads_each_recording_again_instead_of_holding_it(tmp_path: Path) -
         assert peak < base + 27, (peak, base)
 
 
-def test_simulate_and_report_read_a_big_recording_again_instead_of_holding_it(tmp_path: Path) -> None:
+def test_simulate_and_report_read_a_big_recording_again_instead_of_holding_it(tmp_path: Path, padded: Path) -> None:
     """simulate and report held a recording's events whole while they folded and priced it (2.7 GB for a
     126 MB, 100,000-turn file). A recording bigger than HOLD_EVENTS_BYTES is now read again for each pass
     (engine.sim.simulate.simulate_stream: an index pass, then the fold). Old simulate and report: the
     forty 1 MB request pads held (+40 MB); the figures are the same."""
     from engine.sim.simulate_read import HOLD_EVENTS_BYTES
 
-    p = padded_requests(tmp_path / "padded.cpsession")
+    p = padded
     assert p.stat().st_size > HOLD_EVENTS_BYTES  # read as a big one
     plain = tmp_path / "plain.cpsession"
     plain.write_bytes(DEMO.read_bytes())
