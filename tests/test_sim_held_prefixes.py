@@ -260,3 +260,74 @@ def test_a_batch_sent_again_from_its_front_is_cut_as_the_dict(
             assert list(got.items()) == list(ref.d.items())
     finally:
         hp._WHOLE_MIN = was
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "add", "discard", "expire", "longest"]),
+            st.lists(st.integers(0, 40), max_size=12, unique=True),
+            st.sampled_from([10.0, 30.0, 100.0]),
+        ),
+        max_size=40,
+    ),
+    dead_few=st.sampled_from([0, 1, 1_000]),
+)
+def test_expired_runs_left_empty_in_place_answer_as_the_dict(
+    ops: list[tuple[str, list[int], float]], dead_few: int
+) -> None:
+    """An expired batch's runs are emptied where they are and taken out later, together (_DEAD_FEW: at
+    once, soon, never in these sizes): with keys expired and sent again across the empty runs' old
+    places, entries, times, order, membership and the longest-prefix answers equal the dict's."""
+    import engine.sim.held_prefixes as hp
+
+    was = hp._DEAD_FEW
+    hp._DEAD_FEW = dead_few
+    try:
+        ref, got = _DictHeld(), HeldPrefixes()
+        t = 0.0
+        for op, keys, dt in ops:
+            t += dt
+            ks = sorted(keys)
+            if op == "add":
+                ks = [k for k in ks if k not in ref.d]
+                ref.add(ks, t)
+                got.add(ks, t)
+            elif op == "discard":
+                ref.discard(ks)
+                got.discard(ks)
+            elif op == "expire":
+                ref.expire(t, 50.0, True)
+                got.expire(t, 50.0, True)
+            else:
+                for hi in range(len(ks) + 1):
+                    for shared in range(hi):
+                        assert got.longest(ks, hi, shared) == ref.longest(ks, hi, shared)
+            assert list(got.items()) == list(ref.d.items())
+            assert len(got) == len(ref.d)
+            assert all((k in got) == (k in ref.d) for k in range(-1, 45))
+    finally:
+        hp._DEAD_FEW = was
+
+
+def test_batches_expiring_one_a_call_move_the_runs_held_about_once_not_once_each() -> None:
+    """A long session past DeepSeek's 4 h: each call lets go of one batch of one run (its last call's
+    prefixes) and the oldest batch expires, its run among the oldest keys, near the front of the runs
+    held. Each expiry deleted its run there, moving every run after it (~n^2/2 moves over n calls); the
+    expired runs are now emptied in place and taken out together, about one move per run."""
+    n = 3_000
+    h = _counted(HeldPrefixes())
+    ref = _DictHeld()
+    for c in range(n):  # one batch a call, its keys after every earlier call's
+        h.add([2 * c, 2 * c + 1], float(c))
+        ref.add([2 * c, 2 * c + 1], float(c))
+    _MovesCounted.moved = 0
+    for c in range(n, 2 * n):  # each call: one more batch, the oldest one expires
+        h.add([2 * c, 2 * c + 1], float(c))
+        ref.add([2 * c, 2 * c + 1], float(c))
+        h.expire(float(c), n - 1.0, True)
+        ref.expire(float(c), n - 1.0, True)
+    assert _MovesCounted.moved <= 8 * n, _MovesCounted.moved
+    assert list(h.items()) == list(ref.d.items()) and len(h) == len(ref.d)
+    assert all((k in h) == (k in ref.d) for k in range(0, 4 * n, 7))
