@@ -98,9 +98,12 @@ class TapSteps(TapConversations):
         # Feed only what is new since the last call.
         n = len(self.fed)
         rewrite: dict[str, Any] | None = None
-        edits = None if msgs[:n] == self.fed else in_place(self.fed, msgs)
+        # (Compared once: the tap parses each request afresh, so this compares every message of the
+        # history field by field, not by identity.)
+        extends = msgs[:n] == self.fed
+        edits = None if extends else in_place(self.fed, msgs)
         at = self.fed_at[:n]
-        if msgs[:n] == self.fed or edits == 0:
+        if extends or edits == 0:
             # (edits == 0: the history as fed but for the replies' reasoning, which DeepSeek's reasoner
             # refuses back: fed again from the last reply on, every reply was in the history twice)
             start = n
