@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
-from engine.hashing import call_hash, canonical_json, content_hash, result_hash, sha256, sha256_hex
+from engine.hashing import call_hash, canonical_json, content_hash, new_sha256, result_hash, sha256_hex
 
 _SHA = attrgetter("sha")
 _set = object.__setattr__  # how a frozen artifact's __init__ sets its fields (see Text.__init__)
@@ -30,7 +30,11 @@ class Text:
         # give each instance a dict of its own (+64 bytes, and a message's one the collector tracks).
         # Frozen as before: assigning a field still raises.
         _set(self, "text", text)
-        _set(self, "sha", sha or sha256(("text\x00" + text).encode()).hexdigest())  # sha256_hex, frameless
+        if not sha:  # (sha256_hex's work in line: no frame of its own)
+            h = new_sha256()
+            h.update(("text\x00" + text).encode())
+            sha = h.hexdigest()
+        _set(self, "sha", sha)
 
 
 @dataclass(frozen=True)
@@ -187,7 +191,11 @@ class Message:
         _set(self, "parts", parts)
         # The parts' hashes read in C (a generator is a Python frame per part; a message is made every
         # turn).
-        _set(self, "sha", sha or sha256((role + "\x00" + "\x00".join(map(_SHA, parts))).encode()).hexdigest())
+        if not sha:
+            h = new_sha256()
+            h.update((role + "\x00" + "\x00".join(map(_SHA, parts))).encode())
+            sha = h.hexdigest()
+        _set(self, "sha", sha)
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

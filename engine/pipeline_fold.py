@@ -17,7 +17,7 @@ from engine.catalog import SourceSpec
 from engine.config import PipelineConfig
 from engine.errors import ContentError
 from engine.feedback import Usage, normalize_usage
-from engine.hashing import sha256, sha256_hex
+from engine.hashing import new_sha256, sha256_hex
 from engine.pipeline_assembly import Assembling
 from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
@@ -69,7 +69,9 @@ class Folding(Assembling):
         journal = self.journal
         try:
             # Journal.blob's work in line (a frame fewer for each of the ~3 texts a turn journals).
-            h = sha256(text.encode()).hexdigest()
+            hasher = new_sha256()
+            hasher.update(text.encode())
+            h = hasher.hexdigest()
         except UnicodeEncodeError as exc:
             # Lone surrogates (os.listdir or subprocess output decoded with errors='surrogateescape')
             # cannot be sent as JSON to any provider; nothing was journaled yet.

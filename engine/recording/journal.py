@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import ContextPipeError
-from engine.hashing import sha256
+from engine.hashing import new_sha256
 from engine.recording.blob_store import BlobStore
 from engine.recording.event_log import KEEP_DEFAULT, Deferred, EventLog
 
@@ -76,7 +76,9 @@ class Journal:
                         self.sink_errors += 1
 
     def blob(self, text: str) -> str:
-        h = sha256(text.encode()).hexdigest()  # sha256_hex(text), without its frame (every text journaled)
+        hasher = new_sha256()  # sha256_hex(text), without its frame (every text journaled)
+        hasher.update(text.encode())
+        h = hasher.hexdigest()
         if self.blobs.add(h, text):
             self.append({"k": "blob", "h": h, "data": text})
         return h
