@@ -53,6 +53,13 @@ class _DictHeld:
 def test_held_prefixes_equal_the_dict(ops: list[tuple[str, list[int], float]], ordered: bool) -> None:
     """Random adds (keys not held, ascending, as a call's are; times ascending when `ordered`), discards,
     expiries and longest-prefix searches: entries, times, order, membership and answers equal the dict."""
+    _same_as_the_dict(ops, ordered)
+
+
+def _same_as_the_dict(ops: list[tuple[str, list[int], float]], ordered: bool) -> None:
+    """`ops` run on a HeldPrefixes and on the dict it stands for, compared after each: entries, times,
+    order, membership and the longest-prefix answers (times ascending when `ordered`, else each op's
+    own)."""
     ref, got = _DictHeld(), HeldPrefixes()
     t = 0.0
     for op, keys, dt in ops:
@@ -285,28 +292,7 @@ def test_expired_runs_left_empty_in_place_answer_as_the_dict(
     was = hp._DEAD_FEW
     hp._DEAD_FEW = dead_few
     try:
-        ref, got = _DictHeld(), HeldPrefixes()
-        t = 0.0
-        for op, keys, dt in ops:
-            t += dt
-            ks = sorted(keys)
-            if op == "add":
-                ks = [k for k in ks if k not in ref.d]
-                ref.add(ks, t)
-                got.add(ks, t)
-            elif op == "discard":
-                ref.discard(ks)
-                got.discard(ks)
-            elif op == "expire":
-                ref.expire(t, 50.0, True)
-                got.expire(t, 50.0, True)
-            else:
-                for hi in range(len(ks) + 1):
-                    for shared in range(hi):
-                        assert got.longest(ks, hi, shared) == ref.longest(ks, hi, shared)
-            assert list(got.items()) == list(ref.d.items())
-            assert len(got) == len(ref.d)
-            assert all((k in got) == (k in ref.d) for k in range(-1, 45))
+        _same_as_the_dict(ops, True)
     finally:
         hp._DEAD_FEW = was
 
