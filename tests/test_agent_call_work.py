@@ -84,7 +84,7 @@ def test_the_artifacts_stay_frozen_dataclasses_with_the_same_hashes() -> None:
 def test_hashes_taken_by_a_reply_and_a_result() -> None:
     """A reply (a text and a call) takes five SHA-256 (the text's blob and part, the arguments' blob, the
     call, the message) and a tool result two (its blob and part), each where it is needed: no
-    sha256_hex frame of its own, and each a copy of an empty hash (engine/hashing.sha256), not
+    sha256_hex frame of its own, and each a copy of an empty hash (engine/hashing.new_sha256), not
     hashlib.sha256's look-up of the digest by name and a fresh OpenSSL context."""
     pipe = _steady_pipe()
     answer = c_calls(

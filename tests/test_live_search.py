@@ -66,6 +66,14 @@ def _stepped(text: str, src: Any, turns: list[int]) -> ContentScan:
     return scan
 
 
+def _as_stepped(got: ContentScan, text: str, src: Any, turns: int) -> None:
+    """`got`, a scan of `text` over the first `turns` turns, counts and changes as a scan turn by turn
+    does (the source's random access), and found `text` in some turn, every turn read."""
+    want = _stepped(text, src, list(range(turns)))
+    assert got.counts == want.counts and got.changes == want.changes, text
+    assert any(got.counts) and got.unreadable == 0, text
+
+
 @pytest.mark.parametrize("fold", [True, False])
 def test_live_search_reads_the_journal_once_and_keeps_up(
     monkeypatch: pytest.MonkeyPatch, rtdir: Path, fold: bool
@@ -108,9 +116,7 @@ def test_live_search_reads_the_journal_once_and_keeps_up(
             if got is None:
                 got = ContentScan(text, src, JournalStream(src))
                 got.scan_to(list(range(20)), lambda: False)
-            want = _stepped(text, src, list(range(20)))
-            assert got.counts == want.counts and got.changes == want.changes, text
-            assert any(got.counts) and got.unreadable == 0, text
+            _as_stepped(got, text, src, 20)
     finally:
         src.close()
         pipe.close()
@@ -157,9 +163,7 @@ def test_the_first_search_after_attach_builds_no_turn(monkeypatch: pytest.Monkey
                 got = ContentScan(text, src)
                 got.open_for(src)
                 got.scan_to(list(range(20)), lambda: False)
-            want = _stepped(text, src, list(range(20)))
-            assert got.counts == want.counts and got.changes == want.changes, text
-            assert any(got.counts) and got.unreadable == 0, text
+            _as_stepped(got, text, src, 20)
     finally:
         src.close()
         pipe.close()
