@@ -5,10 +5,8 @@ engine.importers.history_edits' (the importers read them too).
 
 from __future__ import annotations
 
-from engine.importers.history_edits import REWRITE_KEY, in_place, in_place_note, rewrite_cause
+from engine.importers.history_edits import in_place, in_place_note
 from engine.importers.model import MessageRec
-
-__all__ = ["REWRITE_KEY", "rewrite_cause", "rewritten"]  # (the first two read from here by simulate and tests)
 
 
 def rewritten(fed: list[MessageRec], msgs: list[MessageRec]) -> tuple[int, dict[str, int]]:

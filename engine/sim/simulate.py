@@ -356,7 +356,7 @@ def _simulate_events(
     by_agent: dict[int, str] = {}
     edited_by_agent: dict[int, str] = {}
     if index.rewrites:
-        from engine.capture.tap_rewrite import rewrite_cause
+        from engine.importers.history_edits import rewrite_cause
 
         by_agent = {t: rewrite_cause(d) for t, d in index.rewrites.items()}
         edited_by_agent = {t: c for t, c in by_agent.items() if index.rewrites[t].get("applied")}

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from engine.capture.tap import tap
-from engine.capture.tap_rewrite import REWRITE_KEY
+from engine.importers.history_edits import REWRITE_KEY
 from engine.recording.replay import Replayer
 from tests.capture.conftest import Proxied, errors, events_of, usages, verify_ok
 from tests.capture.standin import USAGE_OPENAI, StandIn
