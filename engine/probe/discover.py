@@ -49,6 +49,9 @@ class AgentInfo:
     # its first user message, which tells conversations of one agent apart.
     client: str | None = None
     opening: str | None = None
+    # That process's pid, as the proxy's hello sends it beside `client` (None where `client` names none):
+    # `top` watches it to say the conversation's agent is gone while the proxy serves on.
+    client_pid: int | None = None
 
     @property
     def label(self) -> str:
@@ -273,6 +276,7 @@ def list_agents(
                 session=session,
                 client=_opt_str(h.get("client")) if isinstance(h.get("client"), str) else None,
                 opening=h.get("opening") if isinstance(h.get("opening"), str) else None,
+                client_pid=cp if type(cp := h.get("client_pid")) is int else None,
             )
         )
     return out

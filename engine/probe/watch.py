@@ -24,16 +24,6 @@ NO_SOCKET = "no socket"  # the state of a live agent whose probe socket file is 
 STOPPED = "stopped"
 
 
-def _client_pid(client: str | None) -> int | None:
-    """The pid in a proxy conversation's client ("pid 4242"), None when it is not one ("unknown")."""
-    if client is None or not client.startswith("pid "):
-        return None
-    try:
-        return int(client[4:])
-    except ValueError:
-        return None
-
-
 def _stopped(pid: int) -> bool:
     """Whether process `pid` is stopped (/proc's T, or t: stopped by a tracer)."""
     fields = proc_stat(pid)
@@ -177,7 +167,7 @@ class FleetWatcher:
 
     def _follow(self, info: AgentInfo) -> None:
         stats = AgentStats(info.target, info.pid, info.session, info.label, info.model or "",
-                           info.provider or "", tap_errors=info.tap_errors, client_pid=_client_pid(info.client))
+                           info.provider or "", tap_errors=info.tap_errors, client_pid=info.client_pid)
         if info.error:
             stats.state, stats.detail = "error", info.error
         with self._lock:
