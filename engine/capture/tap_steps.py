@@ -18,6 +18,7 @@ from engine.feedback import normalize_usage, reply_diagnostics
 from engine.importers._common import Ctx
 from engine.importers.history_edits import (
     REWRITE_KEY,
+    Placed,
     apply_edits,
     feed_placed,
     in_place,
@@ -155,7 +156,7 @@ class TapSteps(TapConversations):
             self.pipe.annotate("tap_errors", self.stats.errors)
         self.stats.journaled += 1
 
-    def _feed(self, m: MessageRec, turn: int | None) -> Any:
+    def _feed(self, m: MessageRec, turn: int | None) -> Placed | None:
         """Feed `m` to the engine; where it went (history_edits.feed_placed), for an edit of it later."""
         assert self.pipe is not None and self.feeder is not None
         return feed_placed(self.pipe, self.feeder, m, turn)
