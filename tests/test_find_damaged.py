@@ -30,3 +30,16 @@ def test_find_over_a_damaged_recording_says_why_turns_could_not_be_read(tmp_path
     assert f"; {unread} turns could not be read: " in head, head
     assert "corrupt frame" in head and f"cp-inspect salvage {damaged} -o FIXED.cpsession" in head, head
     assert f"could not be read: {damaged}" not in head  # (the file is named once, at the start)
+
+
+def test_verify_names_a_checksum_fault_once_as_a_corrupt_frame(tmp_path: Path) -> None:
+    # "corrupt frame (checksum mismatch (corrupt frame))": the frame decoder's own words, wrapped by a
+    # caller that says "corrupt frame" itself, said it twice.
+    data = bytearray(DEMO.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged = tmp_path / "damaged.cpsession"
+    damaged.write_bytes(bytes(data))
+    r = CliRunner().invoke(app, ["verify", str(damaged)])
+    assert r.exit_code != 0
+    assert "corrupt frame (checksum mismatch) at offset" in r.output, r.output
+    assert r.output.count("corrupt frame") == 1, r.output

@@ -161,6 +161,9 @@ def test_a_model_without_a_prompt_cache_is_not_called_a_rules_mismatch() -> None
     r = simulate_file(DEMO, SimSettings(model="gpt-4"))
     assert r.cache_rules == "none"
     assert not any("none prices" in n or "none cache rules applied at" in n for n in r.notes), r.notes
+    # ... nor is "none" printed as if it were a provider's rules ("weigh compactions by none cache rules").
+    assert not any("none cache rules" in n for n in r.notes), r.notes
+    assert "engine policies weigh compactions by the input price alone (no prompt cache; price table: gpt-4)" in r.notes
     forced = simulate_file(DEMO, SimSettings(model="gpt-4", provider="anthropic"))
     assert any(n.startswith("anthropic cache rules applied at gpt-4 prices (openai)") for n in forced.notes)
 

@@ -59,6 +59,9 @@ class CacheRules:
         return cached * self.read_ratio + (tokens - cached)
 
     def describe(self) -> str:
+        if self.rules == "none":
+            # A provider with no prompt cache: "none cache rules" read as a missing value.
+            return f"the input price alone (no prompt cache; {self.priced_from}{': ' + self.model if self.model else ''})"
         return (
             f"{self.rules} cache rules, cached read {self.read_ratio:.2f}x and write {self.write_ratio:.2f}x "
             f"the input price ({self.priced_from}{': ' + self.model if self.model else ''})"

@@ -66,3 +66,9 @@ def _why(exc: Exception) -> str:
     offset = getattr(exc, "offset", None)
     suffix = f" at offset {offset}"
     return text[: -len(suffix)] if offset is not None and text.endswith(suffix) else text
+
+
+def corrupt_frame(exc: Exception) -> str:
+    """"corrupt frame (WHY)" for a FrameError: its own "(corrupt frame)" dropped, or a checksum fault read
+    "corrupt frame (checksum mismatch (corrupt frame))"."""
+    return f"corrupt frame ({_why(exc).removesuffix(' (corrupt frame)')})"

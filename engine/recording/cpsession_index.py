@@ -30,7 +30,7 @@ from engine.recording.cpsession_format import (
     READ_VERSIONS,
     TRAILER_SIZE,
     RecordingError,
-    _why,
+    corrupt_frame,
 )
 from engine.recording.frames import HEADER_SIZE, FrameError, decode_header
 
@@ -266,9 +266,9 @@ class IndexReading(ChunkReading):
             except (FrameError, RecordingError) as exc:
                 bad = prev if prev is not None and not self._crc_ok(prev) else pos
                 if not salvage:
-                    raise self._error(f"corrupt frame ({_why(exc)})", bad) from None
+                    raise self._error(corrupt_frame(exc), bad) from None
                 self._truncate_index(bad)
-                msg = f"corrupt frame at offset {bad} ({_why(exc)}); the {size - bad} bytes from there on were skipped"
+                msg = f"{corrupt_frame(exc)} at offset {bad}; the {size - bad} bytes from there on were skipped"
                 self.damage = Damage(bad, size - bad, msg)
                 return None
             prev, pos = pos, pos + HEADER_SIZE + length

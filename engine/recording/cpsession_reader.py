@@ -31,6 +31,7 @@ from engine.recording.cpsession_format import (
     RecordingError,
     _file_kind,
     _why,
+    corrupt_frame,
 )
 from engine.recording.cpsession_index import Damage as Damage
 from engine.recording.cpsession_index import IndexReading
@@ -328,7 +329,7 @@ class RecordingReader(IndexReading):
                         yield pos + at, pos + end, [self._plain(obj, pos + at)]
                     at = end
             except FrameError as exc:
-                raise self._error(f"corrupt frame ({_why(exc)})", exc.offset or pos + at) from None
+                raise self._error(corrupt_frame(exc), exc.offset or pos + at) from None
             if at == 0:
                 if need <= len(buf) or need > stop - pos:
                     if tail_ok:
@@ -425,7 +426,7 @@ class RecordingReader(IndexReading):
             try:
                 self._tail(self._end, size)
             except FrameError as exc:
-                raise self._error(f"corrupt frame ({exc})", self._end) from None
+                raise self._error(corrupt_frame(exc), self._end) from None
         return new
 
     def close(self) -> None:

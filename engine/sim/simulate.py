@@ -219,7 +219,7 @@ def _simulate_events(
         rules = cache_rules_for(engine_provider, model, requested, price)
         notes.append(
             f"--model {model} is served by {price.provider}: simulated with the {engine_provider} provider "
-            f"policy and {rules} cache rules (recorded: {rec_cfg['model']} via {rec_cfg['provider']}); "
+            f"policy and {'no prompt cache' if rules == 'none' else f'{rules} cache rules'} (recorded: {rec_cfg['model']} via {rec_cfg['provider']}); "
             "--provider chooses another"
         )
     if mismatched(rules):
