@@ -368,10 +368,27 @@ class ActualRecorder:
         self.prev: list[str] = []
         self.fingerprint: str | None = None
         self.tools_key: tuple[tuple[str, str, str], ...] | None = None
+        # The last call's messages: a call that repeats them and adds to it has only the added ones hashed.
+        # Hashing every call's whole history again made an import quadratic (a 3,000-call session: 23 ms a
+        # call, 69 s); a repeated message's texts are journaled already, so nothing written changes.
+        self.prev_msgs: tuple[MessageRec, ...] = ()
+
+    def _hash(self, m: MessageRec) -> str:
+        blob = self.pipe.journal.blob
+        return blob(canonical_json(message_dict(m, blob)).decode())
 
     def record(self, turn: int, call: CallRec) -> None:
         blob = self.pipe.journal.blob
-        hashes = [blob(canonical_json(message_dict(m, blob)).decode()) for m in call.messages]
+        msgs = tuple(call.messages)
+        n = len(self.prev_msgs)
+        if n and msgs[:n] == self.prev_msgs:
+            # The common case. The compare is in C and by identity first (importers share one message
+            # object between the calls that repeat it); a value-equal copy (the tap parses each request
+            # afresh) compares field by field, still far less than hashing it.
+            hashes = self.prev + [self._hash(m) for m in msgs[n:]]
+        else:  # the first call, or the agent rewrote its history: hash it all once
+            hashes = [self._hash(m) for m in msgs]
+        self.prev_msgs = msgs
         base = len(self.prev) if hashes[: len(self.prev)] == self.prev else 0
         ev: dict[str, Any] = {"k": "actual", "turn": turn, "base": base, "add": hashes[base:]}
         params = [blob(canonical_json(t.parameters).decode()) for t in call.tools]
