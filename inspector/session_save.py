@@ -4,6 +4,7 @@ written there in a worker, the status line told how many the file holds.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ class SessionSave:
 
     def save_to(self, path: str | None) -> None:
         if path:
-            self.worker(path)
+            # Said as the absolute path: the prompt offers a bare file name (cp-PID.cpsession), and "saved
+            # to cp-PID.cpsession" left the person to guess which directory the inspector was started in.
+            self.worker(os.path.abspath(path))
 
     def worker(self, path: str) -> None:
         # What the save holds: the turns received by the time it is written; the status says the count

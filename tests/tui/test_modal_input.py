@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import Input
 from textual.widgets._toast import Toast
 
@@ -184,3 +185,21 @@ async def test_go_to_takes_a_turn_that_arrived_while_the_prompt_was_open() -> No
         assert not isinstance(app.screen, GoToTurnScreen), toasts(app)
         await settle(pilot)
         assert app.timeline.traces[app.index]["turn"] == 28
+
+
+async def test_a_bare_file_name_is_saved_and_said_with_its_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The prompt offers cp-PID.cpsession, relative to wherever the inspector was started: the toast and
+    # the status line said that bare name, leaving the person to guess the directory.
+    monkeypatch.chdir(tmp_path)
+    app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await settle(pilot)
+        await submit_path(pilot, "bare.cpsession")
+        await settle(pilot)
+        full = str(tmp_path / "bare.cpsession")
+        assert (tmp_path / "bare.cpsession").exists() and app.saved_to == full
+        assert any(t.startswith("saved ") and t.endswith(f" to {full}") for t in toasts(app)), toasts(app)
