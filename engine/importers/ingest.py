@@ -8,6 +8,7 @@ against the previous call), and the provider's real usage is fed back as usage.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -381,10 +382,10 @@ class ActualRecorder:
         blob = self.pipe.journal.blob
         msgs = tuple(call.messages)
         n = len(self.prev_msgs)
-        if n and msgs[:n] == self.prev_msgs:
-            # The common case. The compare is in C and by identity first (importers share one message
-            # object between the calls that repeat it); a value-equal copy (the tap parses each request
-            # afresh) compares field by field, still far less than hashing it.
+        if n and len(msgs) >= n and all(map(operator.is_, msgs[:n], self.prev_msgs)):
+            # The common case for an importer, which shares one message object between the calls that
+            # repeat it: an identity check in C. The tap parses each request afresh (no message is the
+            # object fed before) and has compared its history with what it fed already: not again here.
             hashes = self.prev + [self._hash(m) for m in msgs[n:]]
         else:  # the first call, or the agent rewrote its history: hash it all once
             hashes = [self._hash(m) for m in msgs]
