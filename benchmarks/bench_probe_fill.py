@@ -40,7 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import bench_probe as bp  # noqa: E402  (the live-source reader and the probe thread's clock)
+from probe_agents import fresh_pipeline, thread_cpu  # noqa: E402  (bench_probe's Pipeline, the probe thread's clock)
+from probe_attach import FIRST_READER  # noqa: E402  (the live-source reader)
 
 
 def base_probe(base: Path, into: Path) -> ModuleType:
@@ -88,7 +89,7 @@ def main() -> None:
 
     engine.pipeline.Journal = lambda *a, **k: Journal(keep=4096)  # type: ignore[misc,assignment]
     ns = argparse.Namespace(window=16_000, recording=False, result_kb=1)
-    _, step, pipe = bp.fresh_pipeline(ns, rt, 0)
+    _, step, pipe = fresh_pipeline(ns, rt, 0)
     t0 = time.perf_counter()
     for t in range(args.history):
         step(t)
@@ -98,7 +99,7 @@ def main() -> None:
         flush=True,
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    reader_src = bp.FIRST_READER
+    reader_src = FIRST_READER
     if args.fold:  # (an agent that cannot serve it sends the elided stream, as to cp-inspect attach)
         reader_src = reader_src.replace("timeout=30)", "timeout=30, fold=True)")
         assert "fold=True" in reader_src
@@ -107,7 +108,7 @@ def main() -> None:
         nonlocal turn
         gc.collect()
         server = put_probe(pipe, mods["A" if mode == "none" else mode])
-        io0, w0, p0 = bp.thread_cpu(server), time.monotonic(), time.process_time()
+        io0, w0, p0 = thread_cpu(server), time.monotonic(), time.process_time()
         passes0 = server.wakeups
         reader = None
         filled: list[float] = []
@@ -144,8 +145,8 @@ def main() -> None:
         out = {
             "fill": (filled[0] - w0) if filled else float("nan"),
             "proc_per_s": (time.process_time() - p0) / wall,
-            "io_per_s": (bp.thread_cpu(server) - io0) / wall,
-            "io": bp.thread_cpu(server) - io0,
+            "io_per_s": (thread_cpu(server) - io0) / wall,
+            "io": thread_cpu(server) - io0,
             "passes": server.wakeups - passes0,
             "turns": len(rows),
         }

@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import bench_probe as bp  # noqa: E402
+import probe_flush_ab  # noqa: E402  (bench_probe --flush-ab's module)
 
 FOLD = "(fold: the live source, as cp-inspect attach reads)"
 ELIDE = "(elide: the quiet elided ring reader, not cp-inspect attach's)"
@@ -74,4 +74,4 @@ def test_the_elided_reader_stays_reachable_by_a_flag() -> None:
     ],
 )
 def test_which_reader_a_mode_attaches(mode: str, default: str, reader: str) -> None:
-    assert bp.flush_reader(mode, default) == reader
+    assert probe_flush_ab.flush_reader(mode, default) == reader
