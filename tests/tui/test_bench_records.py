@@ -1,4 +1,4 @@
-"""bench_tui (h) reads the app's step records while the app may be writing one: only complete lines count."""
+"""bench_tui (h) (benchmarks/tui_steps.py) reads the app's step records while the app may be writing one: only complete lines count."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench_tui():
-    spec = importlib.util.spec_from_file_location("bench_tui_for_test", ROOT / "benchmarks" / "bench_tui.py")
+    spec = importlib.util.spec_from_file_location("bench_tui_steps_for_test", ROOT / "benchmarks" / "tui_steps.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

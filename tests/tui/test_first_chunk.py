@@ -203,7 +203,7 @@ async def test_showing_the_pane_mounts_the_rest_at_once(monkeypatch: pytest.Monk
 
 def _recording(path: Path, turns: int) -> Path:
     """A real recording of `turns` turns (bench_tui's synthetic agent loop through the engine)."""
-    spec = importlib.util.spec_from_file_location("bench_tui_for_chunks", ROOT / "benchmarks" / "bench_tui.py")
+    spec = importlib.util.spec_from_file_location("bench_tui_for_chunks", ROOT / "benchmarks" / "tui_recordings.py")
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
