@@ -231,6 +231,9 @@ class Pipeline(Conversation):
         self.stats = Statistics()
         self.turn = 0
         self.flipped: list[str] = []  # latches that flipped since the last request
+        # (turn, the first history index the agent edited in it): the request of that turn breaks the cache
+        # there whatever the policy does (cost_aware prices a compaction on that turn accordingly).
+        self._edited: tuple[int, int] | None = None
         self.summaries: dict[str, str] = {}
         self.compaction = CompactionState()  # the compacted history (cost_aware policy), folded
         self._cache_rules: dict[tuple[str, str], CacheRules] = {}

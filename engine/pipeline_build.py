@@ -174,6 +174,7 @@ class Building(Planning):
                 carry=self._carry if self.fast_path else None,
                 weigh_closed=not lean,
                 defer_texts=defer_texts,
+                edited=ed[1] if (ed := self._edited) is not None and ed[0] == self.turn else None,
             )
             the_plan, reserves, ratio, res = out.plan, out.reserves, out.ratio, out.res
             before, failures, new_state, decision = out.before, out.spill_failures, out.state, out.decision

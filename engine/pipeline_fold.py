@@ -277,6 +277,8 @@ class Folding(Assembling):
         what the stages above carried for speed dropped."""
         if not self.history.replace(i, msg):
             return
+        ed = self._edited
+        self._edited = (self.turn, i if ed is None or ed[0] != self.turn else min(ed[1], i))
         for notes, holds in ((self._empty_msgs, sends_nothing), (self._silent_errors, silent_error)):
             if i in notes:
                 notes.remove(i)

@@ -71,6 +71,7 @@ class PipelineState:
     stats: Statistics
     turn: int
     flipped: list[str]
+    _edited: tuple[int, int] | None
     summaries: dict[str, str]
     compaction: CompactionState
     traces: Traces

@@ -59,13 +59,20 @@ class CacheRules:
         return cached * self.read_ratio + (tokens - cached)
 
     def describe(self) -> str:
+        src = f"{self.priced_from}{': ' + self.model if self.model else ''}"
         if self.rules == "none":
-            # A provider with no prompt cache: "none cache rules" read as a missing value.
-            return f"the input price alone (no prompt cache; {self.priced_from}{': ' + self.model if self.model else ''})"
+            return f"the input price alone ({cache_named(self.rules)}; {src})"
         return (
-            f"{self.rules} cache rules, cached read {self.read_ratio:.2f}x and write {self.write_ratio:.2f}x "
-            f"the input price ({self.priced_from}{': ' + self.model if self.model else ''})"
+            f"{cache_named(self.rules)}, cached read {self.read_ratio:.2f}x and write {self.write_ratio:.2f}x "
+            f"the input price ({src})"
         )
+
+
+def cache_named(rules: str) -> str:
+    """A cache's rules as a sentence names them: "anthropic cache rules", and for a model with no prompt
+    cache (rules "none": GPT-4, whose cached reads cost what input does) "no prompt cache", since "none
+    cache rules" reads as a missing value. The one wording: CacheRules.describe and simulate's notes."""
+    return "no prompt cache" if rules == "none" else f"{rules} cache rules"
 
 
 def rules_name(provider: str, model: str, price_provider: str | None = None) -> str:
@@ -121,6 +128,10 @@ class Payback:
     # Chance the session reaches the trigger anyway, where a forced cut would pay about the same rewrite:
     # that share of the one-off is not an extra cost of cutting now (0: count all of it).
     credit: float = 0.0
+    # The agent edited its own history this turn: the tokens from its edit on, which the request re-sends
+    # uncached whether or not it is compacted (None: no edit). Only what a cut re-sends besides is its
+    # rewrite (`resend_uncached`), 0 when the cut lies at or after the edit.
+    agent_resends: int | None = None
 
     @property
     def worth(self) -> bool:
@@ -136,19 +147,27 @@ class Payback:
             if math.isinf(self.payback_turns)
             else f"pays back after {counted(max(0, math.ceil(round(self.payback_turns, 6))), 'turn')}"
         )
-        got = f"saves {_k(self.saves_per_turn)}/turn, re-sends {_k(self.resend_uncached)} uncached, {pb}"
+        also = (
+            f" (the agent's own edit re-sends {_k(self.agent_resends)} anyway)"
+            if self.agent_resends is not None
+            else ""
+        )
+        got = f"saves {_k(self.saves_per_turn)}/turn, re-sends {_k(self.resend_uncached)} uncached{also}, {pb}"
         self.__dict__["_text"] = got  # a frozen dataclass: bypass its __setattr__ for the memo only
         return got
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        d: dict[str, object] = {
             "saves_per_turn": self.saves_per_turn,
             "resend_uncached": self.resend_uncached,
             "payback_turns": None if math.isinf(self.payback_turns) else round(self.payback_turns, 2),
             "horizon_turns": None if math.isinf(self.horizon) else round(self.horizon, 2),
             "forced_cut_chance": round(self.credit, 3),
-            "text": self.text(),
         }
+        if self.agent_resends is not None:  # (only then: a session the agent never edits traces as before)
+            d["agent_resends"] = self.agent_resends
+        d["text"] = self.text()
+        return d
 
 
 def _k(n: int) -> str:
@@ -164,6 +183,7 @@ def payback(
     forced: bool = False,
     prefix_served: bool = True,
     credit: float = 0.0,
+    broken_at: int | None = None,
 ) -> Payback:
     """The pay-back of cutting `saves` tokens when `kept_total` tokens remain, of which the first
     `stable_prefix` (tools and system prompt) are unchanged and stay cached (unless `prefix_served` is
@@ -173,16 +193,37 @@ def payback(
     Per later turn the saving is what `saves` tokens cost in a steady-state request (cached reads at
     the read ratio r, as far as the provider caches); once, the rewritten part is billed at the write
     ratio w instead of r. Pay-back turns = resend x (w - r) / saving per turn.
+
+    `broken_at`: the agent edited its own history this turn, and the request without a cut is the
+    same as the last one only for its first `broken_at` tokens: everything after is re-sent uncached
+    whatever the policy does. A cut then re-sends only what the request without it would have read
+    from the cache past the stable prefix, cached(broken_at) - cached(stable) - saves (its kept part
+    up to the edit), and nothing when it cuts at or after the edit: the compaction rides on a break
+    the agent made (an estimate at DeepSeek, whose unedited request reads only up to a persisted
+    unit's end at or before the edit).
     """
-    resend, extra, per_turn, turns = _payback_terms(rules, saves, kept_total, stable_prefix, prefix_served)
-    return Payback(saves, resend, turns, horizon, forced, extra, per_turn, credit)
+    resend, extra, per_turn, turns = _payback_terms(
+        rules, saves, kept_total, stable_prefix, prefix_served, broken_at
+    )
+    again = None if broken_at is None else max(0, kept_total + saves - broken_at)
+    return Payback(saves, resend, turns, horizon, forced, extra, per_turn, credit, again)
 
 
 def _payback_terms(
-    rules: CacheRules, saves: int, kept_total: int, stable_prefix: int, prefix_served: bool
+    rules: CacheRules,
+    saves: int,
+    kept_total: int,
+    stable_prefix: int,
+    prefix_served: bool,
+    broken_at: int | None = None,
 ) -> tuple[int, float, float, float]:
     """payback()'s arithmetic (resend, extra, per_turn, turns), shared with compacts_early."""
-    resend = max(0, kept_total - (rules.cached(stable_prefix) if prefix_served else 0))
+    base = rules.cached(stable_prefix) if prefix_served else 0
+    resend = max(0, kept_total - base)
+    if broken_at is not None:
+        # What the uncut request would have read from the cache past the stable prefix and the cut
+        # part: only that is re-sent because of the cut (see payback).
+        resend = min(resend, max(0, rules.cached(broken_at) - base - saves))
     extra = resend * max(0.0, rules.write_ratio - rules.read_ratio)
     # A request in steady state is read from the cache as far as the provider's rules cache it, the
     # rest billed as input: a cut that leaves the request below a provider's minimum cacheable size
@@ -210,7 +251,8 @@ def compacts_early(
     """payback(rules, saves, kept_total, stable_prefix, horizon, False, prefix_served, credit).worth, and
     with `economic` its saves_per_turn >= economic_saving(pb, growth): whether cost_aware's early rule
     cuts, the same arithmetic without making the Payback (the express lane weighs every turn over the
-    target and reads nothing else of it)."""
+    target and reads nothing else of it). Never on a turn the agent edited its history (no `broken_at`):
+    an edit drops the Measure a lane turn needs, so that turn is weighed by run in full."""
     _, extra, per_turn, turns = _payback_terms(rules, saves, kept_total, stable_prefix, prefix_served)
     if not (saves > 0 and turns * (1.0 - credit) <= horizon):
         return False

@@ -222,6 +222,7 @@ def run(
     carry: dict[str, Any] | None = None,
     weigh_closed: bool = True,
     defer_texts: bool = False,
+    edited: int | None = None,
 ) -> Outcome:
     """One turn's decision and request. `asm_full` holds the raw history, or with `elided` > 0 the raw
     history without that many items after the task (those `st` already cut; see apply_state), its
@@ -231,7 +232,10 @@ def run(
     weigh_closed=False: with the drop_rounds gate closed, no cut is chosen and weighed only to be
     reported (the request and state are the same; the trace's step says "not weighed").
     defer_texts=True: on a held turn, what only the trace reads of the decision (the pay-back's fields,
-    the reason texts) is left to Outcome.finish (a trace built when read, engine/trace_lazy.py)."""
+    the reason texts) is left to Outcome.finish (a trace built when read, engine/trace_lazy.py).
+    edited: the first history index (of the whole conversation) the agent edited this turn: its request
+    breaks the cache there whatever is decided, and a cut weighed this turn is priced for that
+    (cachecost.payback's `broken_at`; see _break_at)."""
     m = measure
     hidx = history_index(asm_full)
     full_len = len(asm_full[hidx].items) + elided if hidx is not None else 0
@@ -361,7 +365,12 @@ def run(
             # Revision 1: a cautious share of the turns so far, at most until the trigger forces a cut.
             horizon, reach = min(float(max(1, turn)) * settings.horizon_scale, to_trigger), 0.0
         served = prefix_served_on_rewrite(cache, st.compactions) if rev2 else True
-        pb = payback(cache, t1 - cand.after, cand.after, stable_prefix, horizon, forced, served, reach)
+        broken = None
+        if edited is not None and h1 is not None:
+            broken = _break_at(asm1[h1].items, full_len, edited, st.cut, t1, m)
+        pb = payback(
+            cache, t1 - cand.after, cand.after, stable_prefix, horizon, forced, served, reach, broken
+        )
         if rev2:
             # Paying back within the horizon is not enough: a cut smaller than the economic size would
             # be repeated so often that waiting for a deeper one costs less (see economic_saving).
@@ -412,7 +421,11 @@ def run(
         why = (
             f"request {t1} > trigger {trigger_tokens}: cut {counted(cand.dropped_rounds, 'round')} to about {target_tokens}"
             if forced
-            else f"pays back within the {_turns(horizon)} it is expected to last"
+            else (
+                "the agent's own edit breaks the cache this turn: the cut re-sends nothing else"
+                if pb.agent_resends is not None and pb.resend_uncached == 0
+                else f"pays back within the {_turns(horizon)} it is expected to last"
+            )
         )
         decision.update(decision="compacted", reason=why, cut=new_st.cut)
         step = {
@@ -493,6 +506,25 @@ def run(
     return Outcome(
         the_plan, reserves, ratio, applied, res, new_st, decision, failures + ctx2.spill_failures, finish
     )
+
+
+def _break_at(items: Sequence[Any], full_len: int, edited: int, cut: int, t1: int, m: Measure) -> int | None:
+    """Where the agent's edit of history item `edited` (an index into the whole conversation of
+    `full_len` items) breaks the request `t1` tokens long whose history section holds `items` (the
+    state applied: the task, the compaction note, the items from `cut` on): the tokens before the
+    edited item, or None when the item is not sent (it lies in the cut part, which the note stands
+    for). The history is the last section (wire order), so the tokens from the edited item on are the
+    request's tail."""
+    te = task_end(items)
+    if edited < te:
+        k = edited  # the task: the same items at the front, cut or not
+    elif cut > 0 and edited < cut:
+        return None
+    else:
+        k = len(items) - (full_len - edited)  # the kept items are the history's tail
+    if not 0 <= k < len(items):
+        return None
+    return max(0, t1 - m.items(items[k:]))
 
 
 def _held_texts(
