@@ -242,6 +242,7 @@ ROWS: tuple[tuple[str, Any], ...] = (
 def render_text(r: SimulationReport, room: int | None = None) -> str:
     """The columns side by side at `room` columns (None: a pipe's, every row on one line); columns that
     do not fit go to a second table under the first, with the row labels again (cli_table.fitted)."""
+    from engine.sim.break_causes import causes_said
     from engine.sim.simulate_figures import POLICY_NAMES
 
     from .cli_table import Column, fitted, wrapped
@@ -286,7 +287,7 @@ def render_text(r: SimulationReport, room: int | None = None) -> str:
     for name in cols:
         fig = pol.get(name)
         if fig is not None and fig.cache_break_causes:
-            causes = "; ".join(f"{k} x{v}" for k, v in fig.cache_break_causes.items())
+            causes = "; ".join(causes_said(fig.cache_break_causes))
             tail.append(f"cache breaks ({name}): {causes}")
     for n in r.notes:
         tail.append(f"note: {n}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
+from engine.sim.break_causes import causes_said
 from engine.wording import counted
 from panels.fmt import BLOCKS, literal, tok
 
@@ -83,6 +84,11 @@ def session_view(report: dict, width: int = 60, received: int | None = None) -> 
                 f"({abs(diff) / max(1e-12, c['cost_usd']):.1%})")
     rows.append("break-even cached price: " + (f"[bold]{be:.1%}[/] of input" if be is not None
                                               else "[$text-muted]none (no single crossing)[/]"))
+    for pname, shown in (("pipeline", "what-if"), ("gates_closed", "closed")):
+        # Why each column's cache broke, the agent's edits of one kind in one row (as simulate says it).
+        causes = (pol.get(pname) or {}).get("cache_break_causes")
+        if causes:
+            rows.append(f"[$text-muted]cache breaks ({shown}):[/] {literal('; '.join(causes_said(causes)))}")
     # Per-turn cost, both policies on one scale so the bars compare.
     chart = max(10, width - 12)  # label (9) + space, and a column spare for a scrollbar
     series = {name: [t["cost_usd"] for t in (pol[name] or {}).get("per_turn") or []]

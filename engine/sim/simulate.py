@@ -45,7 +45,7 @@ from typing import Any
 
 from engine.errors import ConfigError, ContextPipeError
 from engine.optimize.context import OptimizeLimits
-from engine.policy.cachecost import from_price
+from engine.policy.cachecost import cache_named, from_price
 from engine.providers import canonical_provider
 from engine.recording.counts import CarriedCounter, CountTable, CountTableError
 from engine.recording.journal import Event
@@ -219,7 +219,7 @@ def _simulate_events(
         rules = cache_rules_for(engine_provider, model, requested, price)
         notes.append(
             f"--model {model} is served by {price.provider}: simulated with the {engine_provider} provider "
-            f"policy and {'no prompt cache' if rules == 'none' else f'{rules} cache rules'} (recorded: {rec_cfg['model']} via {rec_cfg['provider']}); "
+            f"policy and {cache_named(rules)} (recorded: {rec_cfg['model']} via {rec_cfg['provider']}); "
             "--provider chooses another"
         )
     if mismatched(rules):
