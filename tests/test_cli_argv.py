@@ -1,7 +1,13 @@
 """The console script's direct path for plain `explain`, `verify`, `salvage`, `ps`, `ctx get`, `ctx add`,
 `ctx expand`, `ctx import`, `diff`, `forks`, `report` and `eval` command lines
 (inspector/cli_argv.py) hands each command exactly what typer's dispatch hands it, and the program answers
-as under typer (output, messages, exit status), with neither typer nor pydantic imported when it succeeds."""
+as under typer (output, messages, exit status), with neither typer nor pydantic imported when it succeeds.
+
+The console script runs as a child process in every case (what it imports, its exit, its streams are the
+point). typer's answer, what it is compared with, is made in this process (typer_in_process: a child for it
+cost ~0.1-0.2 s of CPU a line in imports), and from a child process too for one line of each command and
+path (LEGACY's cases: read directly and done, read directly and refused, left to typer), which must give
+the same answer and import pydantic where the command succeeds."""
 
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ from tests.support.console_script import (
     SCRIPT,
     program,
     start_program,
-    typer_answer_once,
+    typer_in_process,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -626,19 +632,26 @@ def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, t
     (tmp_path / "direct").mkdir()
     direct_run = _start(argv, entry, typer_dispatch=False, home=tmp_path / "direct")  # beside typer's
 
-    def typer_answer() -> tuple[int, list[str], str, str, dict[str, bytes]]:
-        home = tmp_path / "typer"
-        home.mkdir()
-        typed = _start(argv, entry, typer_dispatch=True, home=home)()
-        *err, mods = typed.stderr.replace(str(home), "HOME").splitlines()
+    def typer_answer(typed: subprocess.CompletedProcess[str], home: Path) -> tuple[Any, ...]:
+        err = typed.stderr.replace(str(home), "HOME").splitlines()
         written: dict[str, bytes] = {
             name: (home / name).read_bytes() for name in ("copy.cpsession", "cost.svg") if name in argv
         }
-        return typed.returncode, err, mods, _same_but_timing(typed.stdout), written
+        return typed.returncode, err, _same_but_timing(typed.stdout), written
 
-    typed_code, typed_err, typed_mods, typed_out, typed_files = typer_answer_once(
-        ("script", *argv), typer_answer
+    home = tmp_path / "typer"
+    home.mkdir()
+    typed_code, typed_err, typed_out, typed_files = typer_answer(
+        typer_in_process(argv, cwd=home, env={"XDG_RUNTIME_DIR": str(home)}), home
     )
+    if entry == LEGACY:  # typer's answer from a child process, as the console script's is made
+        child_home = tmp_path / "typer-child"
+        child_home.mkdir()
+        child = _start(argv, entry, typer_dispatch=True, home=child_home)()
+        *child_err, child_mods = child.stderr.splitlines()
+        child.stderr = "\n".join(child_err)
+        assert typer_answer(child, child_home) == (typed_code, typed_err, typed_out, typed_files)
+        assert "pydantic" in json.loads(child_mods) or child.returncode != 0 or argv[-1] == "--help"
     direct = direct_run()
     # Each side runs in a directory of its own, which a message about a relative path names.
     *direct_err, direct_mods = direct.stderr.replace(str(tmp_path / "direct"), "HOME").splitlines()
@@ -651,7 +664,6 @@ def test_the_console_script_answers_as_typer_does(argv: list[str], entry: str, t
         # exits through it), verify reports a mismatch or report skips a recording (its yellow line).
         skipped = any(line.startswith("cp-inspect: warning: skipped") for line in direct_err)
         assert json.loads(direct_mods) == ([] if direct.returncode == 0 and not skipped else ["typer"])
-    assert "pydantic" in json.loads(typed_mods) or typed_code != 0 or argv[-1] == "--help"
 
 
 # Both paths print through cli_output.echo (the commands' work is shared), so it is held to typer.echo here.
@@ -827,23 +839,30 @@ def test_the_ctx_commands_answer_and_store_as_under_typer(
 ) -> None:
     argv, stdin = case
 
-    def start(side: str) -> Callable[[], subprocess.CompletedProcess[str]]:
+    def home(side: str) -> Path:
         home = tmp_path / side
         home.mkdir()
         shutil.copy(demo_store, home / "ctx.sqlite")
         (home / "empty.sqlite").touch()
-        return start_program(RUN, argv, entry=entry, typer_dispatch=side == "typer", cwd=home, input=stdin)
+        return home
 
-    def typer_answer() -> tuple[int, list[str], str, str, list[Any]]:
-        typed = start("typer")()
-        *err, mods = typed.stderr.splitlines()
-        rows = [_store_rows(tmp_path / "typer" / name) for name in ("ctx.sqlite", "new.sqlite")]
-        return typed.returncode, err, mods, typed.stdout, rows
+    def start(side: str) -> Callable[[], subprocess.CompletedProcess[str]]:
+        typer_dispatch = side != "direct"
+        return start_program(RUN, argv, entry=entry, typer_dispatch=typer_dispatch, cwd=home(side), input=stdin)
+
+    def rows(side: str) -> list[Any]:
+        return [_store_rows(tmp_path / side / name) for name in ("ctx.sqlite", "new.sqlite")]
 
     direct_run = start("direct")  # beside typer's
-    typed_code, typed_err, typed_mods, typed_out, typed_rows = typer_answer_once(
-        ("ctx", stdin, *argv), typer_answer
-    )
+    typed = typer_in_process(argv, cwd=home("typer"), input=stdin)
+    typed_code, typed_err, typed_out = typed.returncode, typed.stderr.splitlines(), typed.stdout
+    typed_rows = rows("typer")
+    if entry == LEGACY:  # typer's answer from a child process, as the console script's is made
+        child = start("typer-child")()
+        *child_err, child_mods = child.stderr.splitlines()
+        assert (child.returncode, child_err, child.stdout) == (typed_code, typed_err, typed_out)
+        assert rows("typer-child") == typed_rows
+        assert "pydantic" in json.loads(child_mods) or child.returncode != 0 or argv[-1] == "--help"
     direct = direct_run()
     *direct_err, direct_mods = direct.stderr.splitlines()
     assert (direct.returncode, direct_err, direct.stdout) == (typed_code, typed_err, typed_out)
@@ -851,7 +870,6 @@ def test_the_ctx_commands_answer_and_store_as_under_typer(
     assert [_store_rows(tmp_path / "direct" / name) for name in ("ctx.sqlite", "new.sqlite")] == typed_rows
     if entry == SCRIPT and plain_command(argv, {}) is not None:
         assert json.loads(direct_mods) == ([] if direct.returncode == 0 else ["typer"])
-    assert "pydantic" in json.loads(typed_mods) or typed_code != 0 or argv[-1] == "--help"
 
 
 # `eval` in a directory holding t/ (one readable trajectory), bad/ (one that is not), empty/ (none);
@@ -885,19 +903,19 @@ def test_eval_answers_as_under_typer(case: tuple[list[str], str], entry: str, tm
         if fixture is not None:
             shutil.copy(SYNTHETIC / fixture, tmp_path / name / fixture)
     env = {"CONTEXTPIPE_TRAJECTORIES": str(tmp_path / default)}
-    direct, typed = (
-        finish()
-        for finish in [
-            start_program(RUN, argv, entry=entry, typer_dispatch=side, cwd=tmp_path, env=env)
-            for side in (False, True)
-        ]
-    )
+    direct_run = start_program(RUN, argv, entry=entry, typer_dispatch=False, cwd=tmp_path, env=env)
+    typed = typer_in_process(argv, cwd=tmp_path, env=env)
+    typed_err = typed.stderr.splitlines()
+    if entry == LEGACY:  # typer's answer from a child process, as the console script's is made
+        child = start_program(RUN, argv, entry=entry, typer_dispatch=True, cwd=tmp_path, env=env)()
+        *child_err, child_mods = child.stderr.splitlines()
+        assert (child.returncode, child_err, child.stdout) == (typed.returncode, typed_err, typed.stdout)
+        assert "pydantic" in json.loads(child_mods) or child.returncode != 0 or argv[-1] == "--help"
+    direct = direct_run()
     *direct_err, direct_mods = direct.stderr.splitlines()
-    *typed_err, typed_mods = typed.stderr.splitlines()
     assert (direct.returncode, direct_err, direct.stdout) == (typed.returncode, typed_err, typed.stdout)
     if entry == SCRIPT and plain_command(argv, {}) is not None:
         assert json.loads(direct_mods) == ([] if direct.returncode == 0 else ["typer"])
-    assert "pydantic" in json.loads(typed_mods) or typed.returncode != 0 or argv[-1] == "--help"
 
 
 @pytest.fixture(scope="module")
@@ -917,12 +935,11 @@ def test_forks_of_a_forked_run_answer_as_under_typer(
     named = {k.stem: str(k) for k in kids}
     argv = ["forks", str(parent), *(named.get(w, w) for w in which)]
     assert plain_command(argv, {}) is not None
-    direct, typed = (
-        finish()
-        for finish in [start_program(RUN, argv, typer_dispatch=side, cwd=tmp_path) for side in (False, True)]
-    )
+    direct_run = start_program(RUN, argv, typer_dispatch=False, cwd=tmp_path)
+    typed = typer_in_process(argv, cwd=tmp_path)
+    direct = direct_run()
     *direct_err, direct_mods = direct.stderr.splitlines()
-    *typed_err, _ = typed.stderr.splitlines()
+    typed_err = typed.stderr.splitlines()
     assert (direct.returncode, direct_err, direct.stdout) == (typed.returncode, typed_err, typed.stdout)
     assert direct.returncode == 0 and direct.stdout.strip()
     assert json.loads(direct_mods) == (["typer"] if direct_err else [])  # only a warning imports it

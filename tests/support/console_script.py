@@ -9,6 +9,7 @@ ENTRY (MODULE:FUNCTION) as the console script calls it."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -114,3 +115,53 @@ def run_cp_inspect(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str
     if "input" not in kwargs:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
     return run_program(program(), list(argv), typer_dispatch=False, **kwargs)
+
+
+def typer_in_process(
+    argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """typer's dispatch of `argv` run in this process, as run_program's child with `--typer` runs it
+    (`inspector.cli.app(argv, prog_name="cp-inspect")`, sys.argv set), in `cwd` with `env` added, `input`
+    on its stdin (an empty one without), and what it wrote to stdout and stderr read back as
+    subprocess.run(text=True) reads a child's (UTF-8, universal newlines), with its exit status as the
+    interpreter would make it of the SystemExit.
+
+    For the reference side of a comparison: typer's answer to a line. A child process for it cost the
+    import of typer, pydantic and every command (~0.1-0.2 s of CPU a line, ~1/3 of test_cli_argv's CPU)
+    and tells nothing more (typer's path is not what those tests check the imports of); the side under
+    test, the console script's direct path, stays a child process of its own. Everything a command
+    reads of the process (the streams, sys.argv, the directory, the environment) is put back after."""
+    import inspector.cli as cli
+
+    saved = (sys.stdin, sys.stdout, sys.stderr, sys.argv, os.getcwd(), os.environ.copy())
+    out, err = io.BytesIO(), io.BytesIO()
+    streams = (  # (held here: a wrapper let go closes its buffer)
+        io.TextIOWrapper(io.BytesIO((input or "").encode()), encoding="utf-8"),
+        io.TextIOWrapper(out, encoding="utf-8", write_through=True),
+        io.TextIOWrapper(err, encoding="utf-8", write_through=True),
+    )
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.argv = ["cp-inspect", *argv]
+    os.chdir(cwd)
+    os.environ.update(env or {})
+    try:
+        cli.app(argv, prog_name="cp-inspect")
+        code = 0  # (typer's app always exits; a return is a success)
+    except SystemExit as exc:  # as the interpreter makes an exit status of it
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    finally:
+        streams[1].flush()
+        streams[2].flush()
+        sys.stdin, sys.stdout, sys.stderr, sys.argv = saved[:4]
+        os.chdir(saved[4])
+        os.environ.clear()
+        os.environ.update(saved[5])
+
+    def text(data: bytes) -> str:  # as subprocess.run(text=True) decodes a child's output
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+
+    return subprocess.CompletedProcess(["cp-inspect", *argv], code, text(out.getvalue()), text(err.getvalue()))
