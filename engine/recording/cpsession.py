@@ -40,6 +40,14 @@ msgpack map)::
   loses the events of the turn in progress and keeps every complete turn. Version 1 files (one
   uncompressed frame per event, traces and blobs zlib-compressed inside) are read as before and events
   are handed out in their plain form either way, so callers never see the difference.
+* A file without footer (its writer still at work) is indexed from its end when a reader asks
+  (`RecordingReader.open(..., from_end=True)`: a follower attaching to a long session). Since session 51
+  every chunk ends with `a`, where its stream starts (8 raw bytes, so the file's last 12 bytes name the
+  newest stream's start), and a stream-start chunk holds, before its data, `p`: the stream before it (its
+  start, its turns and their chunks' offsets, as differences). The reader walks back from stream start to
+  stream start, reading a short prefix of each, and scans the newest stream's chunks: ~1/80 of a long
+  file's frames. A file written before (or cut off mid-frame, or damaged) is scanned whole as before;
+  readers that predate the fields ignore them. They cost ~1% of a shared trajectory's file.
 * Every decompression is bounded: a chunk declares its raw size (refused over MAX_CHUNK_RAW, and it
   must inflate to exactly that), a version-1 blob or trace may not inflate past MAX_INFLATE, and a
   reader inflates at most INFLATE_BUDGET_FIXED + INFLATE_BUDGET_RATIO x file size in total. A bomb is

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import stat
 import struct
+from array import array
+from itertools import accumulate
+from typing import Any
 
 from engine.errors import ContextPipeError
 from engine.recording.frames import (
@@ -29,6 +32,48 @@ K_HEADER, K_BLOBS, K_INDEX, K_END, K_CHUNK = "@header", "@blobs", "@index", "@en
 CHUNK_FLUSH_RAW = 1 << 20  # a chunk is written before its buffered events pass this many bytes
 STREAM_RESET_RAW = 256 << 10  # a new zstd stream after this many raw bytes: bounds a random access
 MAX_CHUNK_RAW = MAX_FRAME_BYTES + CHUNK_FLUSH_RAW  # one event up to a frame's limit, plus the buffer
+
+# A chunk's last field (written since session 51): where its zstd stream starts, 8 raw bytes, so a file
+# whose newest frame is a whole chunk ends with them, after this marker (the key, a bin8 of 8 bytes).
+K_STREAM_AT = "a"
+STREAM_AT_MARK = b"\xa1a\xc4\x08"
+STREAM_AT_TAIL = len(STREAM_AT_MARK) + 8
+# A stream-start chunk's field before its data: the stream before it (prev_stream_field).
+K_PREV_STREAM = "p"
+
+
+def prev_stream_field(start: int, turns: list[int], offsets: list[int]) -> list[Any]:
+    """[the previous stream's start, its turn numbers, their chunks' offsets], each list as its first
+    value then the differences (a turn a chunk: 1 and a chunk's length, a byte and ~3)."""
+    return [start, _deltas(turns), _deltas([start, *offsets])[1:]]
+
+
+def prev_stream_index(field: Any, before: int) -> tuple[int, list[int], list[int]]:
+    """prev_stream_field read back and checked against the stream start it is in (`before`): (start,
+    turns, offsets), the turns increasing, the offsets non-decreasing, all within [start, before).
+    ValueError when it is not that."""
+    if not (isinstance(field, list) and len(field) == 3):
+        raise ValueError("not a stream index")
+    start, dt, do = field
+    if type(start) is not int or not 0 <= start < before:
+        raise ValueError("a stream index names a start that is not before its stream")
+    if not (isinstance(dt, list) and isinstance(do, list) and len(dt) == len(do)):
+        raise ValueError("not a stream index")
+    try:  # (a typed array checks every value is an int, in C: ~5x a set of their types)
+        steps, gaps = array("q", dt), array("q", do)
+    except (TypeError, OverflowError):
+        raise ValueError("a stream index holds what is not a turn number or an offset") from None
+    if min(steps[1:], default=1) < 1 or min(gaps, default=0) < 0:
+        raise ValueError("a stream index's turns or offsets go back")
+    offsets = list(accumulate(gaps, initial=start))
+    del offsets[0]
+    if offsets and offsets[-1] >= before:
+        raise ValueError("a stream index's offsets run past its stream")
+    return start, list(accumulate(steps)), offsets
+
+
+def _deltas(xs: list[int]) -> list[int]:
+    return [b - a for a, b in zip([0, *xs], xs, strict=False)]
 
 
 def _trailer(index_at: int) -> bytes:

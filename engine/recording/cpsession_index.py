@@ -2,7 +2,8 @@
 header frame, the index footer a closed file ends with (checked against itself before it is trusted), or
 the index rebuilt by scanning the frames of a file without one (each frame's header and a short payload
 prefix, `_peek`; version 2's chunks list their turns), with what could not be used at the end reported as
-`Damage` (a cut-off tail, corruption; `salvage=True` keeps what precedes it). refresh() extends the
+`Damage` (a cut-off tail, corruption; `salvage=True` keeps what precedes it), or for a follower the
+index of a file without one read from its end (`_scan_from_end`). refresh() extends the
 same index as a followed file grows. The layout is described in `cpsession`.
 """
 
@@ -27,12 +28,17 @@ from engine.recording.cpsession_format import (
     K_END,
     K_HEADER,
     K_INDEX,
+    K_PREV_STREAM,
+    K_STREAM_AT,
     READ_VERSIONS,
+    STREAM_AT_MARK,
+    STREAM_AT_TAIL,
     TRAILER_SIZE,
     RecordingError,
     corrupt_frame,
+    prev_stream_index,
 )
-from engine.recording.frames import HEADER_SIZE, FrameError, decode_header
+from engine.recording.frames import HEADER_SIZE, MAX_FRAME_BYTES, FrameError, decode_header
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterator
@@ -40,6 +46,9 @@ if TYPE_CHECKING:
 
 
 _PEEK = 128  # payload bytes read per frame while rebuilding an index: k + kind + turn/hash fit in ~80
+# A stream start's prefix read from the end (_chunk_prefix): its fields before the data, with the index of
+# the stream before it (~80 turns of a demo agent's in ~400 bytes); a longer one is read whole.
+_PREFIX = 1024
 
 
 # First bytes of a msgpack map: fixmap (0x80-0x8f), map 16, map 32.
@@ -226,6 +235,81 @@ class IndexReading(ChunkReading):
         elif kind == "blob" and self._blobs is not None and isinstance(key, str):
             self._blobs.setdefault(key, pos)
 
+    # -- index from the end (a file without footer, opened from_end) ---------------------------------
+    def _scan_from_end(self, size: int) -> bool:
+        """The index of a version-2 file without footer, read from its end: the newest chunk's last bytes
+        name where its stream starts (K_STREAM_AT), each stream-start chunk names the stream before it,
+        with its turns and their chunks (K_PREV_STREAM), so the index is the streams' back to the first
+        (a short prefix of one frame each) and the newest stream's chunks scanned as `_scan` scans them:
+        ~1/80 of a file's frames, not every one. False, with nothing indexed, when the file does not end
+        that way (written before session 51, cut off mid-frame, damaged): the caller scans it whole.
+        The turns of the earlier streams are taken from the index their successors carry, not from their
+        chunks (as a footer's index is): a damaged chunk among them is found when it is read."""
+        try:
+            tail = self._pread(size - STREAM_AT_TAIL, STREAM_AT_TAIL) if size >= STREAM_AT_TAIL else b""
+            if tail[: len(STREAM_AT_MARK)] != STREAM_AT_MARK:
+                return False
+            (newest,) = struct.unpack(">Q", tail[len(STREAM_AT_MARK) :])
+            streams: list[tuple[int, list[int], list[int]]] = []  # (start, turns, offsets), newest first
+            at = newest
+            while at > self._start:
+                fields = self._chunk_prefix(at)
+                if fields.get("s") != 1:
+                    return False  # (a stream start by the writer's own word)
+                prev = fields.get(K_PREV_STREAM)
+                if prev is None:  # a stream written without it (resumed from an older file): scan to it
+                    self._scan(self._start, at, salvage=False)
+                    if self.damage is not None or self._end != at:
+                        return self._forget()
+                    break
+                start, turns, offsets = prev_stream_index(prev, at)
+                streams.append((start, turns, offsets))
+                at = start
+            for start, turns, offsets in reversed(streams):
+                if self._streams and start <= self._streams[-1]:
+                    return self._forget()
+                self._streams.append(start)
+                if turns and self._turn_nums and turns[0] <= self._turn_nums[-1]:
+                    return self._forget()
+                self._turn_nums += turns
+                self._turn_offs += offsets
+            self._scan(newest, size, salvage=False)
+            if self.damage is not None or self._end != size or not self._streams or self._streams[-1] != newest:
+                return self._forget()
+        except (FrameError, RecordingError, ValueError, TypeError, struct.error, msgpack.UnpackException):
+            return self._forget()
+        return True
+
+    def _forget(self) -> bool:
+        """Undo what _scan_from_end indexed (the caller scans the file from its start instead)."""
+        self._turn_nums, self._turn_offs, self._streams = [], [], []
+        self.damage, self._end = None, self._start
+        return False
+
+    def _chunk_prefix(self, pos: int) -> dict[str, Any]:
+        """The fields of the chunk frame at `pos` that come before its data, from a prefix of the frame
+        (its checksum is checked when the frame is read: as `_peek`'s, the prefix is trusted here)."""
+        want = _PREFIX
+        while True:
+            head = self._pread(pos, HEADER_SIZE + want)
+            length = decode_header(head[:HEADER_SIZE], pos)[0]
+            u = msgpack.Unpacker(raw=False, max_buffer_size=MAX_FRAME_BYTES)
+            u.feed(head[HEADER_SIZE : HEADER_SIZE + length])
+            try:
+                fields: dict[str, Any] = {}
+                for _ in range(u.read_map_header()):
+                    key = u.unpack()
+                    if key == "z":
+                        break
+                    fields[key] = u.unpack()
+                if fields.get("k") != K_CHUNK:
+                    raise FrameError("a stream start named is not a chunk", pos)
+                return fields
+            except msgpack.OutOfData:
+                if want >= length:
+                    raise FrameError("a stream start's frame is cut off", pos) from None
+                want = length
+
     # -- index rebuild -------------------------------------------------------------------------------
     def _scan(self, pos: int, size: int, salvage: bool) -> None:
         """Rebuild the index from `pos`: read each frame header plus a short payload prefix, seek past the rest
@@ -252,6 +336,9 @@ class IndexReading(ChunkReading):
                         self._streams.append(pos)
                     elif not self._streams:
                         raise FrameError("compressed chunk with no stream start before it", pos)
+                    named = obj.get(K_STREAM_AT)  # (written since session 51)
+                    if named is not None and named != struct.pack(">Q", self._streams[-1]):
+                        raise FrameError("chunk names another stream start than the one before it", pos)
                     for t in turns:
                         self._index(pos, "turn", t)
                 elif peek[0].startswith("@"):

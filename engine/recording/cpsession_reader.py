@@ -83,8 +83,13 @@ class RecordingReader(IndexReading):
         self._seen_size = -1  # file size at the last refresh(), to make polling an unchanged file free
 
     @classmethod
-    def open(cls, path: str | Path, *, salvage: bool = False) -> RecordingReader:
-        """Open via the footer when present, else rebuild the index. salvage=True keeps what precedes corruption."""
+    def open(cls, path: str | Path, *, salvage: bool = False, from_end: bool = False) -> RecordingReader:
+        """Open via the footer when present, else rebuild the index. salvage=True keeps what precedes corruption.
+
+        `from_end`: a file without footer (its writer still at work: a follower's) is indexed from its end
+        when it can be (cpsession_index._scan_from_end: the newest stream's chunks and a prefix of each
+        earlier stream's first, not every frame), so a chunk damaged before the newest stream is found
+        when it is read, as in a file with a footer, not by the open."""
         p = Path(path)
         try:
             if p.is_dir():  # raises PermissionError in a directory we may not enter
@@ -113,7 +118,9 @@ class RecordingReader(IndexReading):
             self._read_header()
             if not self._load_footer(size):
                 self._blobs = {} if self.version == 1 else None
-                self._scan(self._start, size, salvage)
+                quick = from_end and not salvage and self.version >= 2
+                if not (quick and self._scan_from_end(size)):
+                    self._scan(self._start, size, salvage)
         except BaseException:
             # Through close(), which forgets the number: closed here behind the reader's back, its
             # finalizer closed it again when collected, by then perhaps another file's (a recording

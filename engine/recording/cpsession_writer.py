@@ -5,9 +5,11 @@ whose writer waits. The layout is described in `cpsession`.
 
 from __future__ import annotations
 
+import bisect
 import fcntl
 import os
 import stat
+import struct
 import threading
 import time
 from pathlib import Path
@@ -26,11 +28,14 @@ from engine.recording.cpsession_format import (
     K_CHUNK,
     K_HEADER,
     K_INDEX,
+    K_PREV_STREAM,
+    K_STREAM_AT,
     READ_VERSIONS,
     STREAM_RESET_RAW,
     RecordingError,
     _file_kind,
     _trailer,
+    prev_stream_field,
     zstandard,
 )
 from engine.recording.cpsession_reader import RecordingReader
@@ -288,8 +293,14 @@ class RecordingWriter:
         self._buf, self._buf_len, self._buf_turns, self._buf_blobs = [], 0, [], []
         self._pending_blobs.clear()
         pos = self._pos
+        chunk: dict[str, Any] = {"k": K_CHUNK, "s": int(start), "n": len(raw), "t": turns}
+        if start and self._streams:
+            chunk[K_PREV_STREAM] = self._prev_stream(pos)
+        chunk["z"] = z
+        # Last, at a fixed size: the file's last bytes name where the newest stream starts (see cpsession).
+        chunk[K_STREAM_AT] = struct.pack(">Q", pos if start else self._streams[-1])
         try:
-            self._write(self._encode({"k": K_CHUNK, "s": int(start), "n": len(raw), "t": turns, "z": z}))
+            self._write(self._encode(chunk))
         except (RecordingError, FrameError):
             self._zc = None  # the stream's state includes the lost chunk: the next chunk starts afresh
             raise
@@ -300,6 +311,14 @@ class RecordingWriter:
         for t in turns:
             self._turns.append(t)
             self._turn_offsets.append(pos)
+
+    def _prev_stream(self, pos: int) -> list[Any]:
+        """A stream-start chunk's index of the stream before it (cpsession_format.prev_stream_field): its
+        start, and its turns and their chunks' offsets as deltas (a turn 1 after the last, a chunk a few
+        KB on, fit a byte or three each)."""
+        prev = self._streams[-1]
+        i = bisect.bisect_left(self._turn_offsets, prev)
+        return prev_stream_field(prev, self._turns[i:], self._turn_offsets[i:])
 
     def flush(self) -> None:
         """fsync. Not needed against a killed process (every frame is already in the OS), only power loss."""
