@@ -158,17 +158,19 @@ def simulated_agent(args: argparse.Namespace, rt: Path) -> Agent:
     return server, step, title, lambda: 0
 
 
-def engine_agent(args: argparse.Namespace, rt: Path) -> Agent:
-    """A real Pipeline turn: plan, bind, optimize, serialize, usage, an assistant tool call and its result."""
+def coding_agent(args: argparse.Namespace, rt: Path, record_name: str) -> tuple[Any, list[Path]]:
+    """A Pipeline serving its probe from `rt`'s directory (recording to `record_name` there with
+    --recording), set up as a coding agent asked about this repository's engine (identity, constraints,
+    goal, three tools, the task), and the files its turns read (engine/*.py)."""
     from engine.pipeline import Pipeline
 
     # The Pipeline opens its probe in the default runtime directory; point that at our temporary one.
     os.environ["XDG_RUNTIME_DIR"] = str(rt.parent)
-    record = str(rt.parent / "bench.cpsession") if args.recording else None
+    record = str(rt.parent / record_name) if args.recording else None
     pipe = Pipeline(
         "claude-sonnet-4", "anthropic", args.window, serve=True, max_output_tokens=1024, record=record
     )
-    assert pipe.probe is not None
+    assert pipe.probe is not None, "the probe did not start"
     pipe.identity("You are a careful coding agent. You read before you change anything.")
     pipe.constraints("Never modify files outside the repository. Never run network commands.")
     pipe.goal("Find out how the engine chooses its compaction tier and summarize the rules.")
@@ -176,7 +178,12 @@ def engine_agent(args: argparse.Namespace, rt: Path) -> Agent:
     for name in ("read_file", "list_dir", "grep"):
         pipe.add_tool(name, f"{name} in the repository", params)
     pipe.user("Please explain how the compaction tier is chosen, with references to the code.")
-    sources = sorted((REPO / "engine").glob("*.py"))
+    return pipe, sorted((REPO / "engine").glob("*.py"))
+
+
+def engine_agent(args: argparse.Namespace, rt: Path) -> Agent:
+    """A real Pipeline turn: plan, bind, optimize, serialize, usage, an assistant tool call and its result."""
+    pipe, sources = coding_agent(args, rt, "bench.cpsession")
     texts = [p.read_text()[:3000] for p in sources] or ["x" * 3000]
 
     def step(t: int) -> None:
@@ -283,22 +290,7 @@ def fresh_pipeline(
     args: argparse.Namespace, rt: Path, rnd: int
 ) -> tuple[ProbeServer, Callable[..., None], Any]:
     """A new Pipeline for one round (a 1-2 ms turn while its history is short)."""
-    from engine.pipeline import Pipeline
-
-    os.environ["XDG_RUNTIME_DIR"] = str(rt.parent)
-    record = str(rt.parent / f"bench-{rnd}.cpsession") if args.recording else None
-    pipe = Pipeline(
-        "claude-sonnet-4", "anthropic", args.window, serve=True, max_output_tokens=1024, record=record
-    )
-    assert pipe.probe is not None, "the probe did not start"
-    pipe.identity("You are a careful coding agent. You read before you change anything.")
-    pipe.constraints("Never modify files outside the repository. Never run network commands.")
-    pipe.goal("Find out how the engine chooses its compaction tier and summarize the rules.")
-    params = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
-    for name in ("read_file", "list_dir", "grep"):
-        pipe.add_tool(name, f"{name} in the repository", params)
-    pipe.user("Please explain how the compaction tier is chosen, with references to the code.")
-    sources = sorted((REPO / "engine").glob("*.py"))
+    pipe, sources = coding_agent(args, rt, f"bench-{rnd}.cpsession")
     size = args.result_kb * 1024
     texts = [p.read_text()[:size] for p in sources] or ["x" * size]
     untraced = getattr(args, "untraced", False)

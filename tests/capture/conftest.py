@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,30 @@ def run_env(runtime_dir: Path, **extra: str) -> dict[str, str]:
     for k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
         env.pop(k, None)
     return env
+
+
+def run_no_tui(rec: Path, upstream: str, *agent: str) -> list[str]:
+    """`cp-inspect run --no-tui` of `agent` (its command line), recording into `rec`, its calls forwarded
+    to `upstream` (the stand-in): the command line the tests start it with."""
+    cli = [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(rec)]
+    return [*cli, "--upstream", upstream, "--", *agent]
+
+
+# mini-swe-agent's console script beside this interpreter (the test extra installs it), else on PATH.
+MINI = shutil.which("mini", path=str(Path(sys.executable).parent)) or shutil.which("mini")
+
+
+def mini_env(config_dir: Path) -> dict[str, str]:
+    """What a real mini-swe-agent is run with here: a test key (the stand-in takes any), no set-up wizard,
+    no start-up banner, its configuration in `config_dir` (not the tester's), and its cost look-up's failure
+    on the stand-in's model ignored."""
+    return {
+        "OPENAI_API_KEY": "sk-test-mini",
+        "MSWEA_CONFIGURED": "true",
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": str(config_dir),
+        "MSWEA_COST_TRACKING": "ignore_errors",
+    }
 
 
 @pytest.fixture(scope="module")

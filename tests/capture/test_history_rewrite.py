@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from engine.capture.tap import tap
 from engine.recording.journal import trace_of
-from tests.capture.conftest import Proxied, errors, events_of, run_env, verify_ok
+from tests.capture.conftest import MINI, Proxied, errors, events_of, mini_env, run_env, run_no_tui, verify_ok
 from tests.capture.standin import StandIn
 
 SYSTEM = "You are a careful coding agent."
@@ -159,30 +159,25 @@ def test_a_summary_after_everything_kept_is_fed_as_new(standin: StandIn, tmp_pat
 def test_mini_swe_agent_compacting_its_history_through_run(tmp_path: Path) -> None:
     """A real agent, mini-swe-agent, through `cp-inspect run`, with an agent class that compacts before
     its fourth call (tests/capture/compacting_agent.py)."""
-    import shutil
     import subprocess
-    import sys
 
     import pytest
 
     pytest.importorskip("minisweagent", reason="mini-swe-agent is in the test extra")
     from tests.capture.compacting_agent import SUMMARY as MINI_SUMMARY
 
-    mini = shutil.which("mini", path=str(Path(sys.executable).parent)) or shutil.which("mini")
-    assert mini is not None
+    assert MINI is not None
     standin = StandIn(script=[{"bash": "echo step-one"}, {"bash": "echo step-two"}, {"bash": "echo step-three"},
                               {"bash": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}]).start()
     try:
         rec = tmp_path / "rec"
-        env = run_env(tmp_path, OPENAI_API_KEY="sk-test-mini", MSWEA_CONFIGURED="true", MSWEA_SILENT_STARTUP="1",
-                        MSWEA_GLOBAL_CONFIG_DIR=str(tmp_path / "mini-config"), MSWEA_COST_TRACKING="ignore_errors")
+        env = run_env(tmp_path, **mini_env(tmp_path / "mini-config"))
         work = tmp_path / "work"
         work.mkdir()
         p = subprocess.run(
-            [sys.executable, "-m", "inspector.cli", "run", "--no-tui", "--record-dir", str(rec),
-             "--upstream", standin.url, "--", mini, "-y", "--exit-immediately", "-m", "openai/gpt-4o",
+            run_no_tui(rec, standin.url, MINI, "-y", "--exit-immediately", "-m", "openai/gpt-4o",
              "--agent-class", "tests.capture.compacting_agent.CompactingAgent",
-             "-t", "Print step-one, step-two and step-three, then finish.", "-l", "10"],
+             "-t", "Print step-one, step-two and step-three, then finish.", "-l", "10"),
             env=env, cwd=work, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
         )
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]

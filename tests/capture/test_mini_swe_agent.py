@@ -13,20 +13,17 @@ imported, reports the same usage.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.importers import load
-from tests.capture.conftest import errors, events_of, run_env, usages, verify_ok
+from tests.capture.conftest import MINI, errors, events_of, mini_env, run_env, run_no_tui, usages, verify_ok
 from tests.capture.standin import StandIn
 
 pytest.importorskip("minisweagent", reason="mini-swe-agent is in the test extra: pip install -e '.[test]'")
 ROOT = Path(__file__).resolve().parents[2]
-MINI = shutil.which("mini", path=str(Path(sys.executable).parent)) or shutil.which("mini")
 
 
 @pytest.mark.parametrize(
@@ -57,26 +54,10 @@ def test_mini_swe_agent_through_run(tmp_path: Path, model: str, expect: dict[str
     ).start()
     try:
         rec, traj = tmp_path / "rec", tmp_path / "mini.traj.json"
-        env = run_env(
-            tmp_path,
-            OPENAI_API_KEY="sk-test-mini",
-            ANTHROPIC_API_KEY="sk-ant-test-mini",
-            MSWEA_CONFIGURED="true",
-            MSWEA_SILENT_STARTUP="1",
-            MSWEA_GLOBAL_CONFIG_DIR=str(tmp_path / "mini-config"),
-            MSWEA_COST_TRACKING="ignore_errors",
-        )
-        cmd = [
-            sys.executable,
-            "-m",
-            "inspector.cli",
-            "run",
-            "--no-tui",
-            "--record-dir",
-            str(rec),
-            "--upstream",
+        env = run_env(tmp_path, **mini_env(tmp_path / "mini-config"), ANTHROPIC_API_KEY="sk-ant-test-mini")
+        cmd = run_no_tui(
+            rec,
             standin.url,
-            "--",
             MINI,
             "-y",
             "--exit-immediately",
@@ -88,7 +69,7 @@ def test_mini_swe_agent_through_run(tmp_path: Path, model: str, expect: dict[str
             "1",
             "-o",
             str(traj),
-        ]
+        )
         work = tmp_path / "work"
         work.mkdir()
         p = subprocess.run(

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.capture.conftest import errors, run_env, usages, verify_ok
+from tests.capture.conftest import errors, run_env, run_no_tui, usages, verify_ok
 from tests.capture.standin import StandIn
 from tests.support.ctrl_c import ctrl_c_as_in_a_terminal
 
@@ -25,17 +25,9 @@ def test_run_no_tui_records_child_and_returns_its_exit_code(
     standin: StandIn, tmp_path: Path, rtdir: Path
 ) -> None:
     rec = tmp_path / "rec"
-    cmd = [
-        sys.executable,
-        "-m",
-        "inspector.cli",
-        "run",
-        "--no-tui",
-        "--record-dir",
-        str(rec),
-        "--upstream",
+    cmd = run_no_tui(
+        rec,
         standin.url,
-        "--",
         sys.executable,
         "-m",
         "tests.capture.script_agent",
@@ -44,7 +36,7 @@ def test_run_no_tui_records_child_and_returns_its_exit_code(
         "--stream",
         "--exit",
         "3",
-    ]
+    )
     p = subprocess.run(cmd, env=run_env(rtdir), cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert p.returncode == 3, p.stderr
     assert "turn 3: Hello from the stand-in." in p.stdout  # the agent's output reaches the terminal
@@ -86,19 +78,11 @@ def test_run_without_command_says_what_to_do(tmp_path: Path, rtdir: Path) -> Non
 
 def test_run_missing_command(standin: StandIn, tmp_path: Path, rtdir: Path) -> None:
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "inspector.cli",
-            "run",
-            "--no-tui",
-            "--record-dir",
-            str(tmp_path),
-            "--upstream",
+        run_no_tui(
+            tmp_path,
             standin.url,
-            "--",
             "no-such-agent-binary-xyz",
-        ],
+        ),
         env=run_env(rtdir),
         cwd=ROOT,
         capture_output=True,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -26,7 +25,7 @@ from typer.testing import CliRunner
 from engine.capture.proxy.recording import Recorder
 from engine.capture.proxy.server import ProxyServer
 from engine.recording.journal import trace_of
-from tests.capture.conftest import Proxied, errors, events_of, run_env, verify_ok
+from tests.capture.conftest import MINI, Proxied, errors, events_of, mini_env, run_env, run_no_tui, verify_ok
 from tests.capture.standin import StandIn
 from tests.capture.test_history_rewrite import SCRIPT, _openai_agent, _rewrite_recorded
 
@@ -234,9 +233,6 @@ def test_the_index_is_bounded_with_the_live_sessions(standin: StandIn, tmp_path:
         rec.close()
 
 
-MINI = shutil.which("mini", path=str(Path(sys.executable).parent)) or shutil.which("mini")
-
-
 def test_mini_swe_agent_run_twice_through_one_proxy(
     proxied: Proxied, standin: StandIn, tmp_path: Path
 ) -> None:
@@ -254,11 +250,7 @@ def test_mini_swe_agent_run_twice_through_one_proxy(
             **os.environ,
             "PYTHONPATH": str(ROOT),
             "XDG_RUNTIME_DIR": str(tmp_path),
-            "OPENAI_API_KEY": "sk-test-mini",
-            "MSWEA_CONFIGURED": "true",
-            "MSWEA_SILENT_STARTUP": "1",
-            "MSWEA_COST_TRACKING": "ignore_errors",
-            "MSWEA_GLOBAL_CONFIG_DIR": str(tmp_path / "mini-config"),
+            **mini_env(tmp_path / "mini-config"),
         },
     )
     work = tmp_path / "work"
@@ -301,17 +293,9 @@ def test_run_says_which_session_has_another_ones_opening(
     env = run_env(rtdir)
     standin.script = []
     rec = tmp_path / "rec"
-    cmd = [
-        sys.executable,
-        "-m",
-        "inspector.cli",
-        "run",
-        "--no-tui",
-        "--record-dir",
-        str(rec),
-        "--upstream",
+    cmd = run_no_tui(
+        rec,
         standin.url,
-        "--",
         sys.executable,
         "-m",
         "tests.capture.script_agent",
@@ -319,7 +303,7 @@ def test_run_says_which_session_has_another_ones_opening(
         "2",
         "--runs",
         "2",
-    ]
+    )
     p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     assert "session 1 (gpt-4o): 2 calls, 0 errors ->" in p.stderr, p.stderr
