@@ -234,6 +234,7 @@ class Pipeline(Conversation):
         # (turn, the first history index the agent edited in it): the request of that turn breaks the cache
         # there whatever the policy does (cost_aware prices a compaction on that turn accordingly).
         self._edited: tuple[int, int] | None = None
+        self._edit_frontier = -1  # the newest history index the agent edited (cost_aware's breakpoint after it)
         self.summaries: dict[str, str] = {}
         self.compaction = CompactionState()  # the compacted history (cost_aware policy), folded
         self._cache_rules: dict[tuple[str, str], CacheRules] = {}

@@ -134,10 +134,12 @@ class Building(Planning):
         m = self.measure
         summarizer = self._summarize if (self.summarizer is not None or self.summaries) else None
 
+        back = self._edit_back()
+
         def make_ctx(p: Plan) -> OptimizeContext:
             # Positional, in field order (plan, limits, policy, measure, spill, summarizer, latch_flipped):
             # a build makes one or two, and keywords are matched by name.
-            return OptimizeContext(
+            ctx = OptimizeContext(
                 p,
                 cfg.limits,
                 cache_policy(cfg.provider, cfg.model),
@@ -146,6 +148,9 @@ class Building(Planning):
                 summarizer,
                 bool(self.flipped),
             )
+            if back:
+                ctx.edit_back = back
+            return ctx
 
         new_state: CompactionState | None = None
         decision: dict[str, Any] | None = None
@@ -203,7 +208,14 @@ class Building(Planning):
             spill=self.spill,
             summarizer=self._summarize if (self.summarizer is not None or self.summaries) else None,
             latch_flipped=bool(self.flipped),
+            edit_back=self._edit_back(),
         )
+
+    def _edit_back(self) -> int:
+        """OptimizeContext.edit_back: the newest message the agent edited, counted from the end of the
+        conversation this turn sends (the pending parts close into its last message), 0: none."""
+        f = self._edit_frontier
+        return 0 if f < 0 else len(self.history) + (1 if self.pending else 0) - f
 
     def _plan_shadow(self, bound: dict[str, dict[str, Any]], live: Built) -> dict[str, Any]:
         """The candidate's plan of this turn, as a `shadow` event. Built before the request event folds

@@ -183,3 +183,4 @@ class _MarkersView(NamedTuple):
     latch_flipped: bool
     task_marker: bool
     task_noted: bool
+    edit_back: int = 0  # (an agent that edits its history pauses the lane: engine/pipeline_fold.py)

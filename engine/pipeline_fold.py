@@ -24,6 +24,9 @@ from engine.policy.state import CompactionState
 from engine.providers.anthropic import sends_nothing, silent_error
 from engine.recording.journal import Event, trace_of
 
+# Pipeline._lane_pause after an agent's edit of its history: the express lane stands aside for good.
+EDITED_PAUSE = 1 << 62
+
 # Journal events whose fold changes what the sections before the history are made of (source specs and
 # their text, tools, latches, emergent items): see Pipeline._assemble_from.
 _SOURCE_KINDS = frozenset({"source", "content", "tool", "untool", "latch", "emergent"})
@@ -279,6 +282,11 @@ class Folding(Assembling):
             return
         ed = self._edited
         self._edited = (self.turn, i if ed is None or ed[0] != self.turn else min(ed[1], i))
+        self._edit_frontier = max(self._edit_frontier, i)
+        # The express lane carries the markers of the turn before and would not place the breakpoint
+        # after the agent's newest edit (markers.edit_marker): an agent that edits its history (an edit
+        # drops the lane's memos anyway, SWE-agent's every turn) takes the general path from now on.
+        self._lane_pause = EDITED_PAUSE
         for notes, holds in ((self._empty_msgs, sends_nothing), (self._silent_errors, silent_error)):
             if i in notes:
                 notes.remove(i)

@@ -72,6 +72,8 @@ class PipelineState:
     turn: int
     flipped: list[str]
     _edited: tuple[int, int] | None
+    _edit_frontier: int
+    _lane_pause: int
     summaries: dict[str, str]
     compaction: CompactionState
     traces: Traces

@@ -3,14 +3,23 @@ message (SWE-agent's last_n_observations truncating old tool outputs) re-sends e
 message on whatever the policy does, so a compaction cutting at or past the edit re-sends nothing more
 that turn: its pay-back is immediate and it rides on the agent's break. A cut whose kept part holds
 the edit re-sends only what lies before it. Each decision says so in the trace, with its numbers.
+And a cache breakpoint after the newest message the agent edited, which the next turn reads.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from engine.artifacts import Message, Text
+from engine.importers.ingest import ingest
+from engine.importers.model import CallRec, ImportedSession, MessageRec, ToolCallRec
+from engine.optimize.markers import edit_item
 from engine.policy.cachecost import CacheRules, payback
 from engine.recording.replay import Replayer
+from engine.sim.simulate import simulate_file
+from engine.sim.simulate_settings import SimSettings
 from tests.test_policy_cost_aware import COUNTER, make, turn
 
 ANTHROPIC = CacheRules("anthropic", 0.1, 1.25)
@@ -100,3 +109,77 @@ def test_an_edit_of_a_message_already_cut_is_no_break() -> None:
         same = ("decision", "cut", "tokens", "sent_tokens", "saves_per_turn", "resend_uncached")
         assert [a[k] for k in same] == [b[k] for k in same] and "agent_resends" not in b
         assert b["raw_tokens"] < a["raw_tokens"]
+
+
+# ------------------------------------------------------------------ a breakpoint after the agent's edit
+# SWE-agent's last_n_observations replaces the output that ages out with a line, one a turn, oldest
+# first: each request breaks the cache at that output. With breakpoints on the task and the tail only,
+# every later turn read the prefix through the task and wrote the rest again; a breakpoint after the
+# newest message the agent edited is the next turn's read (markers.edit_marker).
+
+BIG = "".join(f"collected test {i} ... ok\n" for i in range(60))
+CUT = "Old environment output: (60 lines omitted)"
+
+
+def _elides(calls: int = 12, keep: int = 2) -> ImportedSession:
+    """A run whose agent sends only its last `keep` outputs whole: from call keep + 1 on, each call
+    elides one more old output where it stood (a system prompt over Anthropic's 1,024-token minimum)."""
+    system = MessageRec("system", "You are a careful coding agent. " * 200)
+    task = MessageRec("user", "Fix the test.")
+    say = "I will run the tests again and read what fails. " * 4
+    replies = [
+        MessageRec("assistant", f"Step {k}: {say}", (ToolCallRec(f"c{k}", "bash", '{"command": "pytest"}'),))
+        for k in range(calls)
+    ]
+    recs = []
+    for k in range(calls):
+        msgs: list[MessageRec] = [system, task]
+        for j in range(k):
+            msgs += [replies[j], MessageRec("tool", CUT if j < k - keep else BIG, tool_call_id=f"c{j}")]
+        recs.append(CallRec(tuple(msgs), replies[k], (), None, float(k), "claude-sonnet-4"))
+    return ImportedSession(
+        source="synthetic", format="swe-agent", calls=recs, model="claude-sonnet-4", provider="anthropic"
+    )
+
+
+def test_the_prefix_through_the_agents_newest_edit_is_read_the_next_turn(tmp_path: Path) -> None:
+    rec = tmp_path / "elides.cpsession"
+    ingest(_elides(), rec)
+    r = simulate_file(rec, SimSettings(calibrate=False, policies=("paper", "cost_aware")))
+    mine, paper = r.policies["cost_aware"], r.policies["paper"]
+    assert mine is not None and paper is not None and mine.compactions == 0
+    reads = [t.cache_read_tokens for t in mine.turns]
+    task_prefix = reads[1]  # (turn 1 reads turn 0's request: the system prompt and the task)
+    # Turn 3 is the first edit (turn 1's output): the prefix through the task. From turn 4 on, each
+    # turn reads through the output the agent elided the turn before: more every turn.
+    assert reads[3] == task_prefix
+    assert all(b > a for a, b in zip(reads[3:], reads[4:], strict=False)), reads
+    # The agent's own breakpoints (the paper column, as sent) read only through the task, or nothing.
+    assert all(t.cache_read_tokens <= task_prefix for t in paper.turns[3:])
+    assert mine.totals.cache_read > paper.totals.cache_read and mine.cost_usd < paper.cost_usd
+    # Every request is the agent's as sent, its content unchanged (only its breakpoints differ).
+    assert [t.prompt_tokens for t in mine.turns] == [t.prompt_tokens for t in paper.turns]
+
+
+def _msg(role: str, text: str) -> Message:
+    return Message(role, (Text(text),))
+
+
+def test_edit_item_is_the_edited_message_where_it_is_sent() -> None:
+    task, note = _msg("user", "Fix the test."), _msg("user", "[3 earlier rounds dropped]")
+    conv = [task]
+    for k in range(3):
+        conv += [_msg("assistant", f"step {k}"), _msg("user", f"output {k}")]
+    # The agent edited output 0 (message 2 of 7): counted from the conversation's end, 5.
+    ctx = SimpleNamespace(edit_back=5, task_marker=True)
+    assert edit_item(conv, ctx) == 2  # type: ignore[arg-type]
+    # Compacted (the task, the note, the kept tail): kept from step 0 on, it is still sent; cut past it,
+    # it is not, whatever the cut kept.
+    assert edit_item([task, note, *conv[1:]], ctx) == 3  # type: ignore[arg-type]
+    assert edit_item([task, note, *conv[3:]], ctx) == -1  # type: ignore[arg-type]
+    assert edit_item([task, note, *conv[5:]], ctx) == -1  # type: ignore[arg-type]
+    # The newest message (the tail's breakpoint is there), no edit, or a policy other than cost_aware's
+    # revision 2 (no task breakpoint either): none.
+    assert edit_item(conv, SimpleNamespace(edit_back=1, task_marker=True)) == -1  # type: ignore[arg-type]
+    assert edit_item(conv, SimpleNamespace(edit_back=0, task_marker=True)) == -1  # type: ignore[arg-type]
+    assert edit_item(conv, SimpleNamespace(edit_back=5, task_marker=False)) == -1  # type: ignore[arg-type]

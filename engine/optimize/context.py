@@ -85,6 +85,9 @@ class OptimizeContext:
     # right after the task (the last message of round 0, which the breakpoint must not include).
     task_marker: bool = False
     task_noted: bool = False
+    # With task_marker: the newest message the agent edited where it stood, counted from the history's
+    # end (1: its last item; 0: none), for one more breakpoint after it (markers.edit_marker).
+    edit_back: int = 0
     spill_failures: list[str] = field(default_factory=list)
 
     @property

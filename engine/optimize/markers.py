@@ -5,7 +5,8 @@ the end of the tools, each scope boundary inside the system prompt, the end of t
 the newest message. Prefix-only providers get none. In a turn where a latch flipped, the None-scope
 (conversation tail) marker is suppressed: the prefix it would write is about to change anyway.
 With OptimizeContext.task_marker (cost_aware's revision 2) one more goes on the task message when a
-breakpoint is free (task_marker below), counted in the step like the others.
+breakpoint is free (task_marker below), counted in the step like the others, and one after the newest
+message the agent edited where it stood, when one is still free (edit_marker).
 A turn that only appended to the history, on the very sections before it, takes the last placement
 with the tail marker moved instead of placing again (_carried; the Measure remembers recent ones).
 """
@@ -60,6 +61,7 @@ class _Placed(NamedTuple):
     # compaction put its note after it) adds the breakpoint to these again (_carried's `retask`).
     lead: tuple[Marker, ...] | None = None  # (None: not known)
     why: tuple[str, ...] = ()
+    edit_k: int = -1  # edit_item of the history then: a placement holds only where it is the same
 
 
 RECENT = 4  # placements remembered per Measure (simulate builds several columns a turn from one)
@@ -145,6 +147,8 @@ def _carried(
     cum = last.cum_before + ctx.measure.section(hist)
     if cum <= last.cum_before or cum < pol.min_cacheable_tokens:
         return None
+    if (ctx.edit_back or last.edit_k >= 0) and edit_item(items, ctx) != last.edit_k:
+        return None  # the agent's newest edit is elsewhere in this history (a cut moved it): place again
     if (
         ctx.task_marker != last.task_marker
         or ctx.task_noted != last.task_noted
@@ -225,6 +229,8 @@ def _finished(
     if ctx.task_marker:
         # Counted with the rest: the step and its action say what the request carries.
         markers = task_marker(asm, markers, ctx)
+        if ctx.edit_back:
+            markers = edit_marker(asm, markers, ctx)
     detail = "; ".join([counted(len(markers), "marker"), *why])
     if not markers:
         return RuleOutcome(asm, False, detail)
@@ -260,6 +266,7 @@ def _finished(
             # (The tail is the last of `base`: its prefix, the whole request, is the largest.)
             base[:-1] if base and base[-1] == tail else None,
             tuple(why),
+            edit_item(items, ctx),
         )
         m.placed.insert(0, entry)
         del m.placed[RECENT:]
@@ -293,6 +300,52 @@ def task_marker(asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext) 
         pos = {x.id: n for n, x in enumerate(wire)}
         task = Marker(s.id, te - 1, s.scope.label, "end of task")
         return tuple(sorted((*marks, task), key=lambda k: (pos.get(k.section, -1), k.item)))
+    return marks
+
+
+def edit_item(items: Sequence[Any], ctx: OptimizeContext) -> int:
+    """The history item after which edit_marker's breakpoint goes, -1: none. The newest message the
+    agent edited where it stood (ctx.edit_back, counted from the conversation's end: the history
+    section ends with the conversation's newest items whatever was cut), when it is sent after the
+    task (not behind a compaction's cut, not the task, whose breakpoint is task_marker's) and is not
+    the newest item (the tail's breakpoint is there)."""
+    back = ctx.edit_back
+    if back <= 0 or not ctx.task_marker:
+        return -1
+    k = len(items) - back
+    return k if task_end(items) <= k < len(items) - 1 else -1
+
+
+def edit_marker(asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext) -> tuple[Marker, ...]:
+    """`marks` with one more breakpoint after the newest message the agent edited where it stood
+    (edit_item), when one is free.
+
+    An agent that edits its history (SWE-agent's last_n_observations replaces the output that has just
+    aged out with "Old environment output: (N lines omitted)", one a turn) breaks the cache at that
+    message, and the provider reads only entries written at a breakpoint: with breakpoints on the task
+    and the tail alone, every later turn reads the prefix through the task and writes the rest again.
+    What the agent has edited it has settled (it rewrites each old output once, oldest first): the
+    prefix through its newest edit is the next turn's to read. The entry costs nothing (the tail
+    breakpoint writes its tokens anyway)."""
+    pol = ctx.policy
+    if not pol.supports_markers or len(marks) >= pol.max_markers or ctx.latch_flipped:
+        return marks
+    m = ctx.measure
+    cum = 0
+    wire = wire_order(asm)
+    for s in wire:
+        if s.kind != SectionKind.HISTORY:
+            cum += m.section(s)
+            continue
+        k = edit_item(s.items, ctx)
+        if k < 0 or any(x.section == s.id and x.item == k for x in marks):
+            return marks
+        cum += m.items(s.items[: k + 1])
+        if cum < pol.min_cacheable_tokens:
+            return marks
+        pos = {x.id: n for n, x in enumerate(wire)}
+        edited = Marker(s.id, k, s.scope.label, "after the agent's edit")
+        return tuple(sorted((*marks, edited), key=lambda x: (pos.get(x.section, -1), x.item)))
     return marks
 
 
