@@ -7,6 +7,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from engine.sim.break_causes import causes_said
 from engine.sim.simulate import SimulationReport
 from engine.wording import counted
 from panels.middle_cut import middle_cut
@@ -148,7 +149,8 @@ def render_table(rows: list[dict[str, Any]], total: dict[str, Any], room: int | 
     lines = fitted(columns, room)
     prose: list[str] = []
     if total["cache_break_causes"]:
-        prose.append("cache breaks by cause: " + ", ".join(f"{c} {n}" for c, n in total["cache_break_causes"].items()))
+        # (The agent's edits of one kind one entry, as simulate says them: "; " between, they hold commas.)
+        prose.append("cache breaks by cause: " + "; ".join(causes_said(total["cache_break_causes"])))
     if any(r["basis"] == "as_sent" for r in rows):
         # The whole row is the as-sent simulation then (paid = as_sent), not only its cost.
         prose.append("* no provider usage recorded: prompt tokens, hit rate and cost simulated from the requests as sent")

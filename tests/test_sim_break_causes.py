@@ -17,6 +17,7 @@ from engine.policy.cachecost import CacheRules, cache_named
 from engine.sim.break_causes import causes_said
 from engine.sim.simulate import simulate_file
 from engine.sim.simulate_settings import SimSettings
+from inspector.fleet_report import render_table, session_row, totals_row
 from inspector.simulate_command import render_text
 from panels.whatif_session import session_view
 
@@ -89,6 +90,18 @@ def test_simulate_text_and_the_session_what_if_say_one_row(tmp_path: Path) -> No
     assert not any("turn 3's tool result truncated" in x for x in text)
     shown = session_view(r.to_json(per_turn=True), width=80).plain
     assert "cache breaks (closed): tool result truncated by the agent: 7 turns (1, 2, 3, ... 7)" in shown
+
+
+def test_report_says_one_row_over_the_sessions(tmp_path: Path) -> None:
+    rows = []
+    for k in range(2):
+        rec = tmp_path / f"elides{k}.cpsession"
+        ingest(_swe_agent_like(), rec)
+        rows.append(session_row(rec, simulate_file(rec, SimSettings(calibrate=False))))
+    total = totals_row(rows)
+    assert len(total["cache_break_causes"]) == 7  # (each cause, as --json gives them)
+    (line,) = [x for x in render_table(rows, total).splitlines() if x.startswith("cache breaks by cause")]
+    assert line == "cache breaks by cause: tool result truncated by the agent: 14 breaks at 7 turns (1, 2, 3, ... 7)"
 
 
 def test_no_prompt_cache_is_said_one_way_in_both_notes() -> None:
