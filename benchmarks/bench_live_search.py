@@ -36,6 +36,15 @@ it with PYTHONPATH=OTHER_TREE for the baseline (the script runs against whicheve
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 2000 --rounds 3 --find --record --ab /tmp/start49
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1500 --rounds 3 --late-failure
     PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1000 --rounds 3 --more 200
+    PYTHONPATH=. python benchmarks/bench_live_search.py --turns 1000 --follow    # PYTHONPATH=/tmp/start51: before
+
+`--follow` times the first `/` on a followed recording (the agent records, and is attached as `attach`
+attaches to such an agent: RecordingFollower reads its turns from the file): the attach, the follower's
+thread until it is done with the history (from session 51 that includes indexing every turn for the
+search, inspector/followed_search.py: its CPU is the price of a cheap first `/`, paid whether or not the
+person searches), then the first `/` (a scan of every turn, opened as the app opens it; its thread's CPU).
+Run it with PYTHONPATH=OTHER_TREE for the baseline (before session 51 the follower indexed nothing and
+the first `/` built every turn).
 """
 
 from __future__ import annotations
@@ -62,6 +71,7 @@ def main() -> None:
     ap.add_argument(
         "--record", action="store_true", help="the agent records (find PID then reads its recording file)"
     )
+    ap.add_argument("--follow", action="store_true", help="the first `/` on a followed recording")
     args = ap.parse_args()
     rt = Path(tempfile.mkdtemp(prefix="cpls"))
     os.environ["XDG_RUNTIME_DIR"] = str(rt)
@@ -69,7 +79,7 @@ def main() -> None:
     from inspector.content_search import ContentScan, JournalStream
     from inspector.sources.live import LiveSource
 
-    record = str(rt / "agent.cpsession") if args.record else None
+    record = str(rt / "agent.cpsession") if args.record or args.follow else None
     pipe = Pipeline("claude-sonnet-4", "anthropic", 200_000, serve=True, spill=_FullVolume(), record=record)
     pipe.identity("You are a careful coding agent.")
     pipe.user("Fix the failing test.")
@@ -85,6 +95,10 @@ def main() -> None:
 
     for t in range(args.turns):
         step(t)
+    if args.follow:
+        followed(args.turns)
+        pipe.close()
+        return
     a0 = time.process_time()
     if args.more:  # attached as `cp-inspect attach` attaches (open_live: from session 50, a search index)
         from inspector.sources.live_recording import open_live
@@ -194,6 +208,54 @@ def late_failure(src: Any, step: Callable[..., None], turns: int, rounds: int) -
         f"{statistics.median(cpu):.3f} s (rounds {', '.join(f'{c:.3f}' for c in cpu)}), wall "
         f"{statistics.median(wall):.3f} s; load {os.getloadavg()[0]:.1f}"
     )
+
+
+def followed(turns: int) -> None:
+    """Attach to this process's recording agent as `attach` does (RecordingFollower), let its thread do
+    what it does with the history (fill the timeline; from session 51 index each turn for the search),
+    then the first `/`: each step's CPU."""
+    from inspector.content_search import ContentScan
+    from inspector.sources import HistoryFilled
+    from inspector.sources.live_recording import RecordingFollower, open_live
+
+    c0 = time.thread_time()
+    src, why = open_live(os.getpid(), timeout=30, backfill_idle=None)
+    assert isinstance(src, RecordingFollower), why
+    chunks = list(src.load_chunks())
+    attach = time.thread_time() - c0
+    order = [t["turn"] for c in chunks for t in c.traces]
+    assert len(order) == turns, len(order)
+    filled = threading.Event()
+
+    def run() -> None:
+        for ev in src.follow():
+            if isinstance(ev, HistoryFilled):
+                filled.set()
+
+    reader = threading.Thread(target=run, daemon=True)
+    reader.start()
+    clock = time.pthread_getcpuclockid(reader.ident or 0)
+    index = src.search_index
+    indexes = hasattr(index, "index_ahead")  # (session 51 on: the follower indexes the file's turns)
+    give_up = time.monotonic() + 1800
+    while not filled.is_set() or (indexes and len(getattr(index, "turns", ())) < turns):
+        assert time.monotonic() < give_up, "the follower never caught up"
+        time.sleep(0.05)
+    behind = time.clock_gettime(clock)
+    c0, w0 = time.thread_time(), time.perf_counter()
+    scan = ContentScan("query-text", src)
+    scan.open_for(src)
+    scan.scan_to(order, lambda: False)
+    first, wall = time.thread_time() - c0, time.perf_counter() - w0
+    assert scan.scanned == turns and scan.unreadable == 0
+    print(
+        f"followed recording, {turns} turns: attach {attach * 1e3:.1f} ms CPU; the follower's thread through "
+        f"the history {behind:.3f} s ({'indexing every turn' if indexes else 'no search index'}); the first "
+        f"`/` {first:.3f} s CPU ({first / turns * 1e3:.3f} ms a turn), wall {wall:.3f} s, {len(scan.changes)} "
+        f"changes; together {behind + first:.3f} s; load {os.getloadavg()[0]:.1f}"
+    )
+    scan.close()
+    src.close()
 
 
 def more_turns(

@@ -23,7 +23,7 @@ from the items it kept (`_Indexed`). A match is within one section's text (a tex
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,19 +160,24 @@ class _Indexed:
         return None
 
     def _sections(self, built: Built, last: _Last) -> Sections:
+        asm = {sec.id: sec for sec in built.asm}
+        sent = (
+            (s["id"], sec.items if (sec := asm.get(s["id"])) is not None else ())
+            for s in built.trace.get("sections", [])
+            if s.get("form") != "dropped"  # not in the request
+        )
+        return self._numbered(sent, last)
+
+    def _numbered(self, sent: Iterable[tuple[str, tuple[Any, ...]]], last: _Last) -> Sections:
+        """Each section sent, (id, its items), as the numbers of its items (each new item's text kept)."""
         from inspector.sources.replaying import item_text
 
-        asm = {sec.id: sec for sec in built.asm}
         out: list[tuple[str, list[int], int]] = []
-        for s in built.trace.get("sections", []):
-            if s.get("form") == "dropped":
-                continue  # not in the request
-            sec = asm.get(s["id"])
-            items = sec.items if sec is not None else ()
+        for section_id, items in sent:
             # A section that only grew since the last turn (the history, appended to): the new items'
             # numbers go on that turn's run. Walking every item every turn made a pass over N turns
             # O(N^2) in Python steps (~0.3 us an item); the prefix is compared in C (identity first).
-            before = last.get(s["id"])
+            before = last.get(section_id)
             start = 0
             run: list[int] = []
             if before is not None:
@@ -192,8 +197,8 @@ class _Indexed:
                     self.kept.append(it)
                     self.texts.append(text.lower())
                 run.append(n)
-            last[s["id"]] = (items, run, len(run))
-            out.append((s["id"], run, len(run)))
+            last[section_id] = (items, run, len(run))
+            out.append((section_id, run, len(run)))
         return tuple(out)
 
 

@@ -8,7 +8,8 @@ newest turn of a live agent or the last of a recording found nothing before (for
 Live, the scan covers the turns received when the jump was asked for, read in one pass over the journal
 received (content_search.JournalStream); attached as `attach` attaches, that stream is the source's own,
 fed the builds its fold makes for the turns' traces from the first turn on (content_search.arrival_index:
-the first `/` builds no turn, it counts), kept across queries and Esc. Otherwise a later jump goes on over
+the first `/` builds no turn, it counts), kept across queries and Esc; following an agent's recording,
+the follower's thread indexes each turn as it reads it (inspector/followed_search.py). Otherwise a later jump goes on over
 the turns that arrived since, from where the pass stopped, taking those the source's own fold built as
 they arrived (one build a turn, not two), and Esc that clears the search lets go of the pass."""
 

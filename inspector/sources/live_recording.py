@@ -49,6 +49,7 @@ from engine.recording.cpsession import RecordingError, RecordingReader
 from engine.recording.journal import trace_of
 from engine.trace_schema import Trace
 from engine.whatif import Overrides
+from inspector.followed_search import RecordingStream
 from inspector.sources import (
     Chunk,
     Disconnected,
@@ -134,7 +135,12 @@ class RecordingFollower(FileSource):
         # (each read through the source instead, a re-plan a turn: ~6.7 ms against ~1 from the file).
         self.search_index = live.search_index
         if self.search_index is not None:
-            self.search_index.source = self
+            # Its own stream of the file's turns, indexed in this source's thread as they are read
+            # (inspector/followed_search.py: the first `/` found ~1 ms a turn to build); the live fold's
+            # builds after a fall-back go to it too.
+            self.search_index = RecordingStream(self, by_fd if by_fd.exists() else reader.path)
+            live.search_index = self.search_index
+            live.index_builds(self.search_index.add)
         self.pid, self.session, self.timeout = live.pid, live.session, live.timeout
         self.header = {**live.header, "recording": str(reader.path), "following": True}
         if self.reader.damage is not None:
@@ -147,6 +153,8 @@ class RecordingFollower(FileSource):
         self._stand: list[tuple[int, dict[str, Any]]] = []
         self._filled = 0
         self._told_at = 0.0  # when HistoryProgress was last said
+        # The file's data_end when the search stream last caught up with it (-2: the stream failed).
+        self._indexed_at = -1
 
     @property
     def target(self) -> str:
@@ -206,11 +214,32 @@ class RecordingFollower(FileSource):
                 return
             if self._stand:
                 continue  # (the history's next batch at once)
+            if self._fallen_back is None:
+                self._index_ahead()
             nap = poll.idle()
             if stop is not None:
                 stop.wait(nap)
             else:
                 time.sleep(nap)
+
+    def _index_ahead(self) -> None:
+        """A batch of the file's turns indexed for the content search (followed_search.RecordingStream),
+        unless a search's worker is reading the stream (it indexes what it needs itself). A stream that
+        fails is left alone: a search then reads turn by turn, and says what it could not read."""
+        index = self.search_index
+        at = self.reader.data_end
+        if not isinstance(index, RecordingStream) or self._indexed_at in (at, -2):
+            return
+        if not index.scan_lock.acquire(blocking=False):
+            return
+        try:
+            index.index_ahead()
+        except Exception:
+            at = -2  # (not again: a search meets the same and says it)
+        finally:
+            index.scan_lock.release()
+        if at == -2 or index.ended:
+            self._indexed_at = at
 
     def _new_turn(self, ev: dict[str, Any]) -> NewTurn:
         self._shown_up_to = max(self._shown_up_to, ev["turn"])
@@ -378,6 +407,13 @@ class RecordingFollower(FileSource):
     def close(self) -> None:
         self._closed = True
         self.live.close()
+        index = self.search_index
+        # The search stream's own reader, unless a search's worker is reading it (it goes with the stream).
+        if isinstance(index, RecordingStream) and index.scan_lock.acquire(blocking=False):
+            try:
+                index.close()
+            finally:
+                index.scan_lock.release()
         super().close()
 
 

@@ -63,3 +63,48 @@ async def test_slash_on_an_attached_agent_says_where_the_text_enters_and_builds_
     finally:
         src.close()
         pipe.close()
+
+
+async def test_slash_on_a_followed_recording_finds_the_turns_its_reader_indexed(
+    monkeypatch: pytest.MonkeyPatch, rtdir: Path
+) -> None:
+    """The same on an agent that records: `attach` follows its file (RecordingFollower), whose thread
+    indexes each turn for the search as it reads it (inspector/followed_search.py); the first `/` counts
+    what they sent and decides none of them again (it built every turn: ~1 ms each)."""
+    from inspector.followed_search import RecordingStream
+    from inspector.sources.live_recording import RecordingFollower
+
+    pipe = serving_pipeline(monkeypatch, rtdir, record=str(rtdir.parent / "agent.cpsession"))
+    _turns(pipe, 0, 14)
+    src, why = open_live(os.getpid(), timeout=T, backfill_idle=None)
+    assert why is None and isinstance(src, RecordingFollower)
+    index = src.search_index
+    assert isinstance(index, RecordingStream)
+    try:
+        app = InspectorApp(src, theme="cp-dark")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: len(app.timeline) == 14 and len(index.turns) == 14)
+            past = index.past  # (the newest turn the follower's thread indexed)
+            await pilot.press("home")
+            await search(pilot, "needle")
+            await until(pilot, lambda: "enters" in bar(app))
+            assert turn(app) == 6, bar(app)
+            assert "turn 6: 'needle' enters the prompt in history" in bar(app), bar(app)
+            await pilot.press("f")
+            await until(pilot, lambda: turn(app) == 10)
+            assert "turn 10: 'needle' comes again in history (1 -> 2 matches)" in bar(app), bar(app)
+            assert index.past == past, "the search decided turns the follower had indexed"
+            await pilot.press("escape")
+            # The agent goes on: the follower reads and indexes the turns that come.
+            _turns(pipe, 14, 18)
+            one_turn(pipe, 18, "output of step 18 FRESH-TEXT")  # (sent by the turn after it)
+            one_turn(pipe, 19)
+            pipe.next_request()  # (turn 19's chunk is written when its turn closes)
+            await until(pilot, lambda: len(app.timeline) == 20 and len(index.turns) == 20)
+            await pilot.press("home")
+            await search(pilot, "fresh-text")
+            await until(pilot, lambda: "enters" in bar(app))
+            assert "turn 19: 'fresh-text' enters the prompt in history" in bar(app), bar(app)
+    finally:
+        src.close()
+        pipe.close()
