@@ -59,6 +59,10 @@ Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes a
 (cost_aware, its early=off variant, wave1, every gate closed) and long synthetic sessions (with and
 without a summarizer). Run once with older code first on PYTHONPATH (the engine is imported from there),
 then with this code and --compare: a speed change must not move a byte.
+
+This script holds part 1, the options and what the other benchmarks replay with (EngineRun, engine_turn,
+engine_only, the peer's LcAgent, the counters and the cache evictor); the other modes are modules beside
+it: engine_iso (--ab, --iso), engine_long (part 2), engine_identity (--identity).
 """
 
 from __future__ import annotations
@@ -70,7 +74,6 @@ import json
 import math
 import os
 import pstats
-import random
 import statistics
 import sys
 import time
@@ -83,7 +86,6 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from engine.importers import ImportedSession, MessageRec, load  # noqa: E402
-from engine.optimize import OptimizeLimits  # noqa: E402
 from engine.pipeline import Pipeline  # noqa: E402
 from engine.tokens import TokenCounter  # noqa: E402
 
@@ -391,7 +393,7 @@ def one_repeat(
         t = Timer()
         json.dumps(body)
         out["floor"].append(t.stop())
-        limit = _ceiling(req)
+        limit = turn_ceiling(req)
         limits.append(limit)
         if peers:
             if evict is not None:
@@ -408,13 +410,13 @@ def one_repeat(
     return out, sizes
 
 
-def _ceiling(req: Any) -> int:
+def turn_ceiling(req: Any) -> int:
     """The turn's ceiling (the trims' budget), read without building the trace where the engine keeps it
     for later (Request.ceiling; a base tree's Request holds the built trace)."""
     return int(req.ceiling if hasattr(req, "ceiling") else req.trace["ceiling"])
 
 
-def _final_tokens(req: Any) -> int:
+def final_tokens(req: Any) -> int:
     """The request's tokens as the engine counts them, likewise without building the trace."""
     return int(req.final_tokens if hasattr(req, "final_tokens") else req.trace["final_tokens"])
 
@@ -463,7 +465,7 @@ def engine_only(imp: ImportedSession, window: int) -> list[int]:
     ceilings: list[int] = []
     for call in imp.calls:
         req, fed = engine_turn(run, call, fed, agent_usage(call))
-        ceilings.append(_ceiling(req))
+        ceilings.append(turn_ceiling(req))
     run.close()
     return ceilings
 
@@ -614,452 +616,6 @@ def engine_summary(best: dict[str, list[list[float]]], sizes: list[int], warm: i
         print(line)
 
 
-# ----------------------------------------------------------------------------- paired A/B
-def pair_child(args: argparse.Namespace) -> int:
-    """--pair-child: one engine repeat of part 1 (engine and floor, no peer) per line read on stdin,
-    answered with one JSON line of per-turn thread-CPU lists. Run by --ab under each tree's PYTHONPATH,
-    so the engine timed is that tree's while the timing loop is this file's."""
-    imp = load(args.file)
-    TokenCounter().count("warm up the tokenizer")
-    naive, count_one = tiktoken_counter(), tiktoken_one()  # unused without peers; one_repeat's signature
-    evict = cache_evictor() if args.evict else None  # --ab --evict: both trees' turns cold
-    for _line in sys.stdin:
-        gc.collect()
-        out, _sizes = one_repeat(imp, args.window, None, naive, count_one, peers=False, evict=evict)
-        print(json.dumps({k: [c for _w, c in out[k]] for k in ENGINE_TIMED}), flush=True)
-    return 0
-
-
-def alternate(
-    kids: list[tuple[str, Any]], rounds: int, asks: Sequence[str] = ("go",)
-) -> dict[str, dict[str, list[float]]]:
-    """Ask every child process for one repeat a round for each of `asks` (the word on its stdin, one JSON
-    line of per-turn CPU lists back), in list order and reversed every other round (the asks too), each
-    round on one core (the core changing round by round); per name (with more than one ask, per "name
-    ask"), each list's minimum per turn over every repeat of every process of that name. Closes the
-    children."""
-    best: dict[str, dict[str, list[float]]] = {}
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    try:
-        for r in range(rounds):
-            for name, kid in kids if r % 2 == 0 else kids[::-1]:
-                assert kid.stdin is not None and kid.stdout is not None
-                if cpus:
-                    os.sched_setaffinity(kid.pid, {cpus[r % len(cpus)]})
-                for ask in asks if r % 2 == 0 else asks[::-1]:
-                    kid.stdin.write(f"{ask}\n")
-                    kid.stdin.flush()
-                    got = json.loads(kid.stdout.readline())
-                    key = name if len(asks) == 1 else f"{name} {ask}"
-                    mine = best.setdefault(key, {k: [math.inf] * len(got[k]) for k in got})
-                    for k, vals in got.items():
-                        mine[k] = [min(a, b) for a, b in zip(mine[k], vals, strict=True)]
-    finally:
-        for _name, kid in kids:
-            if kid.stdin is not None:
-                kid.stdin.close()
-            kid.wait()
-    return best
-
-
-def ab(args: argparse.Namespace) -> int:
-    """--ab BASE_DIR: part 1's engine (no peer) under this tree and under BASE_DIR (a `git archive` of
-    older code), in long-lived processes that take turns repeat by repeat (A B, then B A): both see the
-    same load, turn by turn, instead of one whole run after the other (on a shared machine a whole
-    run's CPU time moves by 1.5x from one minute to the next). Each turn's minimum over the repeats,
-    as in part 1."""
-    import subprocess
-
-    here = Path(__file__).resolve()
-    trees = {"base": Path(args.ab).resolve(), "new": here.parents[1]}
-    # Several processes per tree: in A/A runs (the same tree on both sides) one process ran 0.8-1.3x
-    # the other's CPU time throughout, pinned or not (where its memory landed, how it shares a core),
-    # so one process per side measures the processes, not the code. Each turn's minimum is over every
-    # repeat of every process of a tree.
-    kids: list[tuple[str, Any]] = []
-    for _ in range(args.procs):
-        for name, tree in trees.items():
-            env = dict(os.environ, PYTHONPATH=str(tree))
-            cmd = [sys.executable, str(here), "--pair-child", "--file", str(args.file), "--window", str(args.window),
-                   "--backend", args.backend, "--provider", args.provider, "--observe", args.observe,
-                   "--usage", args.usage] + (["--evict"] if args.evict else [])  # fmt: skip
-            kids.append((name, subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
-    best = alternate(kids, args.rounds)
-    ms = 1000.0
-    warm = args.warm
-    summary: dict[str, dict[str, float]] = {}
-    for name in ("base", "new"):
-        e, f, tk = best[name]["engine"], best[name]["floor"], best[name]["tokenize"]
-        rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
-        summary[name] = {
-            "engine": sum(e) * ms,
-            "floor": sum(f) * ms,
-            "tokenize": sum(tk) * ms,
-            "steady": statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True)),
-            "steady_rest": statistics.median(a / b for a, b in zip(rest[warm:], f[warm:], strict=True)),
-            "median_turn": statistics.median(e[warm:]) * ms,
-        }
-        v = summary[name]
-        print(f"[CPU] {name}: engine {v['engine']:.1f} ms, floor {v['floor']:.1f} ms, tokenizing "
-              f"{v['tokenize']:.1f} ms; steady turn / floor {v['steady']:.2f}x (median turn "
-              f"{v['median_turn']:.3f} ms), without tokenizing {v['steady_rest']:.2f}x")  # fmt: skip
-    b, n = summary["base"], summary["new"]
-    print(f"[CPU] new / base: whole trajectory {n['engine'] / b['engine']:.3f}, median steady turn "
-          f"{n['median_turn'] / b['median_turn']:.3f}, without tokenizing "
-          f"{(n['engine'] - n['tokenize']) / (b['engine'] - b['tokenize']):.3f} "
-          f"({args.procs} processes per tree, {args.rounds} repeats each, alternating)")  # fmt: skip
-    return 0
-
-
-
-def iso_child(args: argparse.Namespace) -> int:
-    """--iso-child KIND: one repeat of one subject per line read on stdin (engine: the engine and its
-    floor; memo: trim_messages with the memoized counter), warm or cold as the line says ("cold": the
-    caches evicted before every turn and floor; "warm"), answered with one JSON line of per-turn
-    thread-CPU lists."""
-    imp = load(args.file)
-    TokenCounter().count("warm up the tokenizer")
-    # One evictor for both states, its ~300k objects frozen out of the collector's passes: warm and cold
-    # repeats run on the same heap and differ only in whether the pass over it runs before each turn.
-    evictor = cache_evictor()
-    gc.freeze()
-
-    def state(line: str) -> Callable[[], object] | None:
-        return evictor if line.strip() == "cold" else None
-
-    repeat = engine_repeat(args, imp) if args.iso_child == "engine" else memo_repeat(args, imp)
-    # One repeat thrown away first: a process's first pays for what runs once (lazy imports, first
-    # calls), which would otherwise land on whichever state is asked first.
-    repeat(None)
-    for line in sys.stdin:
-        print(json.dumps(repeat(state(line))), flush=True)
-    return 0
-
-
-def engine_repeat(args: argparse.Namespace, imp: ImportedSession) -> Callable[[Any], dict[str, list[float]]]:
-    """--iso's engine subject: one repeat of the engine and its floor (part 1's, no peer), evicting the
-    caches before each turn and floor with `evict` (None: warm); per-turn thread-CPU lists."""
-
-    def repeat(evict: Callable[[], object] | None) -> dict[str, list[float]]:
-        gc.collect()
-        chars = TimedTokenizer.chars
-        out, _sizes = one_repeat(imp, args.window, None, tiktoken_counter(), tiktoken_one(), peers=False, evict=evict)
-        return {**{k: [c for _w, c in out[k]] for k in ENGINE_TIMED}, "tokenize_chars": [TimedTokenizer.chars - chars]}
-
-    return repeat
-
-
-def memo_repeat(args: argparse.Namespace, imp: ImportedSession) -> Callable[[Any], dict[str, list[float]]]:
-    """--iso's peer subject: one repeat of trim_messages with the memoized counter under the engine's
-    ceilings (--iso-limits), and the peer's request on the wire; `evict` as in engine_repeat."""
-    from langchain_core.messages import convert_to_openai_messages, trim_messages
-
-    limits = json.loads(args.iso_limits.read_text())
-    lc_plan = LcPlan(imp)
-    timed = TimedText(text_counter())
-    count_one = tiktoken_one(timed)
-    count_one(langchain_messages(imp.calls[0].messages[:1])[0])
-    # The request the peer's agent sends around the trimmed messages: the engine's own first request's
-    # fields (model, max tokens, tool schemas), so both bodies carry the same things.
-    first = EngineRun(imp, args.window)
-    for m in imp.calls[0].messages:
-        first.feed(m)
-    # Less the system prompt: convert_to_openai_messages carries it as the first message (trim keeps it,
-    # include_system=True), so an Anthropic body's `system` beside it would serialize it twice.
-    frame = {k: v for k, v in first.pipe.next_request().body.items() if k not in ("messages", "system")}
-
-    def repeat(evict: Callable[[], object] | None) -> dict[str, list[float]]:
-        gc.collect()
-        memo = memo_counter(count_one)  # fresh per repeat, as in one_repeat
-        agent = LcAgent(lc_plan)
-        cpu: list[float] = []
-        wire: list[float] = []
-        tokenize: list[float] = []
-        chars = timed.chars
-        for k, limit in enumerate(limits):
-            if evict is not None:
-                evict()
-            tok0 = timed.cpu
-            took, kept = agent.turn(k, trim_messages, limit, memo)
-            cpu.append(took[1])
-            tokenize.append(timed.cpu - tok0)
-            # What trim_messages leaves is LangChain objects; the engine's turn ends with the request's
-            # bytes. Turning the kept messages into the provider's wire form and serializing the body is
-            # what the peer's agent (or its SDK) does next: timed apart, so both figures are reported.
-            # Not evicted before: it continues the trim's turn, as the engine's serializing continues its plan.
-            t = Timer()
-            json.dumps({**frame, "messages": convert_to_openai_messages(kept)})
-            wire.append(t.stop()[1])
-        return {"memo": cpu, "wire": wire, "memo_tokenize": tokenize, "memo_tokenize_chars": [timed.chars - chars]}
-
-    return repeat
-
-
-ISO_STATES = {
-    "warm": "warm (nothing else between turns)",
-    "cold": "cold (caches evicted before every subject's turn and floor, as after a model call)",
-}
-
-
-def iso(args: argparse.Namespace) -> int:
-    """--iso: the engine (with its floor) and trim_messages+memo, each alone in its own processes,
-    taking turns repeat by repeat as --ab does. Nothing else runs in a subject's process, so neither
-    inherits the other's cache state. Every process runs each repeat warm and cold (see iso_child; an
-    agent's turns are separated by a model call, so its user meets the cold figure), unless --evict
-    (cold only) or --iso-warm (warm only). Each turn's minimum over every repeat of every process of a
-    subject, per state. The trims get the engine's ceiling of each turn, as in part 1."""
-    import subprocess
-    import tempfile
-
-    here = Path(__file__).resolve()
-    imp = load(args.file)
-    states = ("cold",) if args.evict else ("warm",) if args.iso_warm else ("warm", "cold")
-    with tempfile.TemporaryDirectory() as tmp:
-        limits_file = Path(tmp) / "limits.json"
-        limits_file.write_text(json.dumps(engine_only(imp, args.window)))
-        kids: list[tuple[str, Any]] = []
-        for _ in range(args.procs):
-            for kind in ("engine", "memo"):
-                cmd = [sys.executable, str(here), "--iso-child", kind, "--iso-limits", str(limits_file),
-                       "--file", str(args.file), "--window", str(args.window), "--backend", args.backend,
-                       "--provider", args.provider, "--peer-counter", args.peer_counter, "--usage", args.usage]  # fmt: skip
-                kids.append((kind, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)))
-        got = alternate(kids, args.rounds, states)
-    warm = min(args.warm, len(imp.calls) - 1)
-    figures: dict[str, dict[str, float]] = {}
-    for st in states:
-        tail = f" {st}" if len(states) > 1 else ""  # alternate's keys: "name ask" with more than one ask
-        best = {**got[f"engine{tail}"], **got[f"memo{tail}"]}
-        figures[st] = iso_summary(args, best, ISO_STATES[st], warm)
-    if len(states) > 1:
-        w, c = figures["warm"], figures["cold"]
-        print(f"[CPU] warm / cold: engine / trim+memo {w['ratio']:.2f}x / {c['ratio']:.2f}x (goal <= 1); "
-              f"engine / (trim+memo+wire) {w['ratio_wire']:.2f}x / {c['ratio_wire']:.2f}x; steady turn / floor "
-              f"{w['steady']:.2f}x / {c['steady']:.2f}x (goal <= 2x); whole trajectory engine {w['engine']:.1f} / "
-              f"{c['engine']:.1f} ms, trim+memo {w['memo']:.1f} / {c['memo']:.1f} ms, floor {w['floor']:.1f} / "
-              f"{c['floor']:.1f} ms (cold: what an agent's user meets)")  # fmt: skip
-    return 0
-
-
-def iso_summary(args: argparse.Namespace, best: dict[str, list[float]], state: str, warm: int) -> dict[str, float]:
-    """--iso's lines for one state (warm or cold) from each turn's minimum per list; its headline
-    figures (ms and ratios) for the line that sets the states side by side."""
-    ms = 1000.0
-    e, f, tk, mm = best["engine"], best["floor"], best["tokenize"], best["memo"]
-    rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
-    print(f"--iso, {state}: {args.file.name}, {len(e)} calls at {args.window}; {args.procs} processes per "
-          f"subject x {args.rounds} repeats, alternating; minimum per turn; thread CPU")  # fmt: skip
-    print(f"[CPU] whole trajectory: engine {sum(e) * ms:.1f} ms (tokenizing new content {sum(tk) * ms:.1f}), "
-          f"trim_messages+memo {sum(mm) * ms:.1f} ms, json.dumps floor {sum(f) * ms:.1f} ms")  # fmt: skip
-    # Issue 12's goal names this ratio: the peer's output is the kept message list, the engine's the
-    # provider request's bytes. The wire line below adds what the peer's agent does next.
-    print(f"[CPU]   engine / trim+memo {sum(e) / sum(mm):.2f}x (goal <= 1: issue 12's ratio); without the engine's "
-          f"tokenizing {sum(rest) / sum(mm):.2f}x")  # fmt: skip
-    # Both sides tokenize each message once: the engine's tokenizing against the peer's own (its counter
-    # timed alike), and each turn without either's.
-    ptk = best["memo_tokenize"]
-    prest = [max(0.0, a - b) for a, b in zip(mm, ptk, strict=True)]
-    print(f"[CPU]   tokenizing: engine {sum(tk) * ms:.1f} ms over {best['tokenize_chars'][0]:,.0f} characters, "
-          f"trim+memo {sum(ptk) * ms:.1f} ms over {best['memo_tokenize_chars'][0]:,.0f} ({args.peer_counter}); "
-          f"without either's tokenizing engine / trim+memo {sum(rest) / sum(prest):.2f}x "
-          f"({sum(rest) * ms:.1f} against {sum(prest) * ms:.1f} ms)")  # fmt: skip
-    wire = best["wire"]
-    # The peer's messages go out in OpenAI's form whatever --provider says (langchain-anthropic, whose
-    # converter writes Anthropic's, is not a dependency here): --provider openai compares like for like.
-    print(f"[CPU]   the peer's request on the wire (convert_to_openai_messages + json.dumps of the body: OpenAI's "
-          f"message form at any --provider) {sum(wire) * ms:.1f} ms: engine / (trim+memo+wire) "
-          f"{sum(e) / (sum(mm) + sum(wire)):.2f}x (the engine's turn includes its request's bytes; the goal's ratio "
-          f"is the one above)")  # fmt: skip
-    peer = [a + b for a, b in zip(mm, wire, strict=True)]
-    print(f"[CPU]   turns < {warm}: engine {sum(e[:warm]) * ms:.1f} ms, trim+memo+wire {sum(peer[:warm]) * ms:.1f} ms; "
-          f"turns >= {warm}: engine {sum(e[warm:]) * ms:.1f} ms, trim+memo+wire {sum(peer[warm:]) * ms:.1f} ms")  # fmt: skip
-    steady = statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True))
-    print(f"[CPU]   steady turn (median, turns >= {warm}): engine {statistics.median(e[warm:]) * ms:.3f} ms, "
-          f"trim+memo {statistics.median(mm[warm:]) * ms:.3f} ms, floor {statistics.median(f[warm:]) * ms:.3f} ms; "
-          f"engine / floor {steady:.2f}x (goal <= 2x)")  # fmt: skip
-    if args.split:
-        split_turns(e, tk, mm, ptk, warm)
-    return {
-        "engine": sum(e) * ms,
-        "memo": sum(mm) * ms,
-        "floor": sum(f) * ms,
-        "ratio": sum(e) / sum(mm),
-        "ratio_wire": sum(e) / (sum(mm) + sum(wire)),
-        "steady": steady,
-    }
-
-
-def split_turns(e: list[float], tk: list[float], mm: list[float], ptk: list[float], warm: int) -> None:
-    """--split: per turn, the engine's and trim+memo's CPU with and without their tokenizing (each its
-    minimum over repeats, as above), and the whole trajectory's difference of the two without tokenizing
-    summed over three groups: the first turns (< warm), the later turns whose engine time without
-    tokenizing is over twice the median of those (a compaction, another turn the express lane hands to
-    the general path), and the rest (the steady turns, nearly all the express lane's)."""
-    ms = 1000.0
-    rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
-    prest = [max(0.0, a - b) for a, b in zip(mm, ptk, strict=True)]
-    mid = statistics.median(rest[warm:]) if rest[warm:] else 0.0
-    print("[CPU]   per turn, ms: engine (tokenizing, rest) | trim+memo (tokenizing, rest) | rest difference")
-    groups = {"first": 0.0, "over 2x": 0.0, "steady": 0.0}
-    count = dict.fromkeys(groups, 0)
-    for k in range(len(e)):
-        g = "first" if k < warm else "over 2x" if rest[k] > 2 * mid else "steady"
-        groups[g] += rest[k] - prest[k]
-        count[g] += 1
-        print(f"        {k:4d} {e[k] * ms:7.3f} ({tk[k] * ms:6.3f}, {rest[k] * ms:6.3f}) | {mm[k] * ms:7.3f} "
-              f"({ptk[k] * ms:6.3f}, {prest[k] * ms:6.3f}) | {(rest[k] - prest[k]) * ms:+7.3f}"
-              f"{'  (over 2x)' if g == 'over 2x' else ''}")  # fmt: skip
-    tok = sum(tk) - sum(ptk)
-    print(f"[CPU]   engine - trim+memo, whole trajectory {(sum(e) - sum(mm)) * ms:+.2f} ms: tokenizing "
-          f"{tok * ms:+.2f}; without it "
-          + ", ".join(f"{g} {v * ms:+.2f} ({count[g]} turns)" for g, v in groups.items()))  # fmt: skip
-    if warm >= 3:
-        # The first turns apart: turn 0 (the general path's first build: sources, schemas, the first
-        # placement and serialization), turn 1 (the lane's first turn after it) and the rest, which the
-        # lane makes as it makes a steady turn (compare with the steady turns' median difference).
-        diff = [a - b for a, b in zip(rest, prest, strict=True)]
-        later = [diff[k] for k in range(warm, len(e)) if rest[k] <= 2 * mid]
-        usual = statistics.median(later) if later else 0.0
-        print(f"[CPU]     of the first: turn 0 {diff[0] * ms:+.2f}, turn 1 {diff[1] * ms:+.2f}, turns 2-{warm - 1} "
-              f"{sum(diff[2:warm]) * ms:+.2f} (a steady turn's median {usual * ms:+.3f}, x{warm - 2} = "
-              f"{usual * (warm - 2) * ms:+.2f})")  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- part 2
-def synthetic_output(t: int) -> str:
-    """A tool output of 5-150 lines, deterministic in t."""
-    rnd = random.Random(t)
-    n = rnd.choice((5, 20, 60, 150))
-    return "".join(f"line {t}.{i}: {rnd.random():.6f} value = compute(x_{i}, y_{t})\n" for i in range(n))
-
-
-def synthetic_round(pipe: Pipeline, t: int, output: str | None = None) -> None:
-    """One round as the agent feeds it; `output` is the tool output (made before the timed region by
-    part 2: producing it is the agent's work, not the engine's)."""
-    args = json.dumps({"cmd": f"sed -n 1,200p src/module_{t % 97}.py"})
-    calls = pipe.assistant(f"Step {t}: read the next module.", [{"id": f"c{t}", "name": "bash", "arguments": args}])
-    pipe.tool_result(calls[0].id, synthetic_output(t) if output is None else output)
-
-
-def rss_mb() -> float:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
-    except OSError:
-        return float("nan")
-
-
-def part2(args: argparse.Namespace) -> None:
-    # Pass A: the engine alone (so RSS is the engine's), with the floor of each turn's request.
-    tokenizer = TimedTokenizer()
-    pipe = Pipeline(
-        "deepseek-chat",
-        "openai",
-        args.long_window,
-        serve=False,
-        clock=lambda: 0.0,
-        policy=args.long_policy,
-        counter=TokenCounter(tokenizer),
-        limits=OptimizeLimits.all_closed() if args.long_gates_closed else None,
-    )
-    system, task = "You are a careful coding agent.", "Fix the failing test in tests/test_io.py."
-    pipe.identity(system)
-    pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
-    pipe.user(task)
-    # messages, engine wall/CPU, floor wall/CPU, bytes sent, CPU tokenizing new content
-    rows: list[tuple[int, float, float, float, float, int, float]] = []
-    ceilings: list[int] = []
-    rss: list[tuple[int, int, float]] = []
-    gc.collect()
-    rss0 = rss_mb()
-    for t in range(args.long_turns):
-        output = synthetic_output(t)
-        tok0 = tokenizer.cpu
-        tm = Timer()
-        synthetic_round(pipe, t, output)
-        req = pipe.next_request()
-        pipe.record_usage({"input_tokens": _final_tokens(req), "output_tokens": 40})
-        ew, ec = tm.stop()
-        body = req.body
-        tm = Timer()
-        json.dumps(body)
-        fw, fc = tm.stop()
-        rows.append((len(pipe.history) + 1, ew, ec, fw, fc, len(req.bytes), tokenizer.cpu - tok0))
-        ceilings.append(_ceiling(req))
-        if (t + 1) % 1000 == 0:
-            rss.append((t + 1, len(pipe.history) + 1, rss_mb() - rss0))
-    log = pipe.journal.events
-    # A journal kept as a plain list (engines before the event log) holds every event in memory.
-    journal = (len(log), len(log), 0)
-    if hasattr(log, "in_memory"):
-        journal = (len(log), log.in_memory(), log.spilled_bytes())
-    # Engines before the history log kept every message and text in memory.
-    hist, blobs = pipe.history, pipe.journal.blobs
-    held = (
-        (len(hist), hist.in_memory(), hist.spilled_bytes()) if hasattr(hist, "in_memory") else (len(hist), len(hist), 0)
-    )
-    texts = (
-        (len(blobs), blobs.in_memory(), blobs.spilled_bytes()) if hasattr(blobs, "in_memory") else (len(blobs), len(blobs), 0)
-    )
-    del pipe, req, body, log, hist, blobs
-    # Pass B: LangChain alone, the same messages, trim+memo every 500 turns at the engine's ceiling.
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
-
-    lc: list[Any] = [SystemMessage(system), HumanMessage(task)]
-    memo = memo_counter(tiktoken_one())
-    samples: list[tuple[int, int, float]] = []
-    for t in range(0 if args.long_no_peer else args.long_turns):  # --long-no-peer: the engine alone
-        args_json = json.dumps({"cmd": f"sed -n 1,200p src/module_{t % 97}.py"})
-        lc.append(AIMessage(f"Step {t}: read the next module.",
-                            tool_calls=[{"name": "bash", "args": json.loads(args_json), "id": f"c{t}"}]))
-        lc.append(ToolMessage(synthetic_output(t), tool_call_id=f"c{t}"))
-        if (t + 1) % 500 == 0:
-            memo(lc)  # count the new messages outside the sample: a memoizing agent did so as they came
-            tm = Timer()
-            trim_messages(lc, max_tokens=ceilings[t], token_counter=memo, strategy="last", include_system=True)
-            samples.append((t + 1, len(lc), tm.stop()[1]))
-    ms = 1000.0
-    print(f"part 2: synthetic session, {args.long_turns} turns ({rows[-1][0]} messages), window "
-          f"{args.long_window}, policy {args.long_policy or 'default'}"
-          f"{', every gate closed' if args.long_gates_closed else ''}; one run, each point the median of "
-          f"the 50 turns before it; counted by {getattr(tokenizer.inner, 'backend', '') or '?'}")  # fmt: skip
-    print(f"{'messages':>9} {'KiB sent':>8} {'engine ms':>10} {'floor ms':>9} {'eng/floor':>9} "
-          f"{'CPU eng/floor':>13} {'CPU w/o tokenizing':>18}")  # fmt: skip
-    for target in (1_000, 5_000, 20_000):
-        idx = next((i for i, r in enumerate(rows) if r[0] >= target), None)
-        if idx is None or idx < 50:
-            continue
-        win = rows[idx - 50 : idx]
-        ew = statistics.median(r[1] for r in win)
-        ec = statistics.median(r[2] for r in win)
-        fw = statistics.median(r[3] for r in win)
-        fc = statistics.median(r[4] for r in win)
-        ratio_w = statistics.median(r[1] / r[3] for r in win)
-        ratio_c = statistics.median(r[2] / r[4] for r in win)
-        ratio_r = statistics.median(max(0.0, r[2] - r[6]) / r[4] for r in win)
-        tk = statistics.median(r[6] for r in win)
-        print(f"{target:>9} {win[-1][5] / 1024:>8.0f} {ew * ms:>10.3f} {fw * ms:>9.3f} {ratio_w:>8.2f}x "
-              f"{ratio_c:>12.2f}x {ratio_r:>17.2f}x   (CPU {ec * ms:.3f} / {fc * ms:.3f} ms; "
-              f"tokenizing {tk * ms:.3f} ms)")  # fmt: skip
-    tot_e = sum(r[2] for r in rows)
-    tot_f = sum(r[4] for r in rows)
-    tot_t = sum(r[6] for r in rows)
-    print(f"whole session CPU: engine {tot_e:.2f} s (tokenizing new content {tot_t:.2f} s), json.dumps floor "
-          f"{tot_f:.2f} s ({tot_e / tot_f:.2f}x; {(tot_e - tot_t) / tot_f:.2f}x without tokenizing)")  # fmt: skip
-    print("engine RSS growth (MB, pass A): " + ", ".join(f"turn {t} ({n} msgs) +{m:.1f}" for t, n, m in rss))
-    if len(rss) >= 2:
-        (t0, _, m0), (t1, _, m1) = rss[0], rss[-1]
-        print(f"  {(m1 - m0) * 1000 / (t1 - t0):.1f} MB per 1,000 turns after turn {t0}")
-    print(f"journal: {journal[0]} events, {journal[1]} in memory, {journal[2] / 1e6:.1f} MB on disk")
-    print(f"history: {held[0]} messages, {held[1]} in memory, {held[2] / 1e6:.1f} MB on disk; "
-          f"texts: {texts[0]}, {texts[1]} in memory, {texts[2] / 1e6:.1f} MB on disk")  # fmt: skip
-    print(f"{'turn':>6} {'messages':>9} {'trim+memo ms':>12} {'/floor':>7}  (CPU, pass B, sampled)")
-    for turn, nmsg, mc in samples[:: max(1, len(samples) // 6)] + samples[-1:]:
-        fc = statistics.median(r[4] for r in rows[max(0, turn - 50) : turn])
-        print(f"{turn:>6} {nmsg:>9} {mc * ms:>12.2f} {mc / fc:>6.1f}x")
-    print()
-
-
 def tiktoken_one(tokens: Callable[[str], int] | None = None) -> Callable[[Any], int]:
     """Tokens of one LangChain message, the same formula as tiktoken_counter (`tokens`: its text
     counter, text_counter()'s by default)."""
@@ -1072,123 +628,6 @@ def tiktoken_one(tokens: Callable[[str], int] | None = None) -> Callable[[Any], 
         return n
 
     return one
-
-
-# ----------------------------------------------------------------------------- identity
-IDENTITY_FILES = (
-    "mini-swe-agent-pr816/deepseek_chat_dev__pydicom__pydicom-1413.traj.json",
-    "mini-swe-agent-pr816/deepseek_chat_test_1-100__django__django-14752.traj.json",
-    "mini-swe-agent-pr816/deepseek_reasoner_dev__sqlfluff__sqlfluff-1625.traj.json",
-    "adp-swe-gym-openhands/getmoto__moto-6387_0.json",
-    "swe-agent/pydicom-1458_gpt4.traj",
-)
-
-
-def _digest(pipe: Pipeline, reqs: list[bytes]) -> dict[str, Any]:
-    import hashlib
-
-    h = hashlib.sha256()
-    for b in reqs:
-        h.update(hashlib.sha256(b).digest())
-    j = hashlib.sha256()
-    events = list(pipe.journal.events)
-    for ev in events:
-        j.update(json.dumps(ev, default=repr).encode())
-    return {
-        "requests": len(reqs),
-        "requests_sha": h.hexdigest(),
-        "events": len(events),
-        "journal_sha": j.hexdigest(),
-        "compactions": pipe.compaction.compactions,
-    }
-
-
-_SHARED_COUNTER: list[TokenCounter] = []
-
-
-def _identity_pipe(model: str, provider: str, window: int, policy: str, summarize: bool) -> Pipeline:
-    """One run's pipeline. The token counter is shared by all runs (counts are a pure function of the
-    text; sharing one only saves tokenizing the same content again)."""
-    if not _SHARED_COUNTER:
-        _SHARED_COUNTER.append(TokenCounter())
-
-    closed = policy == "gates_closed"
-    return Pipeline(
-        model,
-        provider,
-        window,
-        counter=_SHARED_COUNTER[0],
-        serve=False,
-        clock=lambda: 0.0,
-        policy=None if closed else policy,
-        limits=OptimizeLimits.all_closed() if closed else None,
-        summarizer=(lambda texts: f"summary of {len(texts)} messages") if summarize else None,
-    )
-
-
-def identity(args: argparse.Namespace) -> int:
-    runs: dict[str, dict[str, Any]] = {}
-    policies = ("cost_aware", "cost_aware:early=off", "wave1", "gates_closed")
-    for rel in IDENTITY_FILES:
-        path = TRAJ / rel
-        imp = load(path)
-        for provider in ("openai", "anthropic", "bedrock"):
-            for window in (8_000, 16_000, 32_000, 128_000):
-                for policy in policies:
-                    run = EngineRun(imp, window)
-                    run.pipe = _identity_pipe(imp.model or "deepseek-chat", provider, window, policy, False)
-                    for t in imp.calls[0].tools:
-                        run.pipe.add_tool(t.name, t.description, t.parameters)
-                    reqs: list[bytes] = []
-                    fed = 0
-                    error = ""
-                    for call in imp.calls:
-                        for m in call.messages[fed:]:
-                            run.feed(m)
-                        try:
-                            reqs.append(run.pipe.next_request().bytes)
-                        except Exception as e:  # e.g. protected content over a small window: must match too
-                            error = f"{type(e).__name__}: {e}"
-                            break
-                        if call.usage is not None:
-                            run.pipe.record_usage(
-                                {"input_tokens": call.usage.input_tokens, "output_tokens": call.usage.output_tokens}
-                            )
-                        fed = len(call.messages)
-                        if call.response is not None:
-                            run.feed(call.response)
-                            fed += 1
-                    runs[f"{path.name} {provider} {window} {policy}"] = {**_digest(run.pipe, reqs), "error": error}
-                    print(f"{path.name} {provider} {window} {policy}: {runs[f'{path.name} {provider} {window} {policy}']}",
-                          file=sys.stderr)  # fmt: skip
-    for window in (16_000, 64_000):
-        for policy in policies:
-            for summarize in (False, True):
-                pipe = _identity_pipe("deepseek-chat", "openai", window, policy, summarize)
-                pipe.identity("You are a careful coding agent.")
-                pipe.add_tool("bash", "Run a shell command", {"type": "object", "properties": {"cmd": {"type": "string"}}})
-                pipe.user("Fix the failing test in tests/test_io.py.")
-                reqs = []
-                for turn in range(args.identity_turns):
-                    synthetic_round(pipe, turn)
-                    if turn % 97 == 13:
-                        pipe.user(f"Also check module {turn}.")  # a user message between rounds
-                    req = pipe.next_request()
-                    reqs.append(req.bytes)
-                    pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 40})
-                key = f"synthetic {args.identity_turns} {window} {policy} summarizer={summarize}"
-                runs[key] = _digest(pipe, reqs)
-                print(f"{key}: {runs[key]}", file=sys.stderr)
-                pipe.close()
-    args.identity.write_text(json.dumps(runs, indent=1) + "\n")
-    if args.compare is None:
-        return 0
-    old = json.loads(args.compare.read_text())
-    bad = [k for k in runs if old.get(k) != runs[k]] + [k for k in old if k not in runs]
-    for k in bad:
-        print(f"DIFFERS: {k}: {old.get(k)} vs {runs.get(k)}")
-    print(f"{len(runs) - len(bad)} of {len(runs)} runs identical")
-    return 1 if bad else 0
 
 
 def main() -> int:
@@ -1276,6 +715,14 @@ def main() -> int:
     ap.add_argument("--compare", type=Path, help="with --identity: an earlier run's file to compare with")
     ap.add_argument("--identity-turns", type=int, default=1500, help="turns of each synthetic identity session")
     args = ap.parse_args()
+    # The modes' modules beside this script take what they share from it by name (`from bench_engine
+    # import ...`): run as a script, that is this module, not a second copy whose settings (PROVIDER,
+    # OBSERVE, ...) the lines below never set.
+    sys.modules.setdefault("bench_engine", sys.modules[__name__])
+    from engine_identity import identity
+    from engine_iso import ab, iso, iso_child, pair_child
+    from engine_long import part2
+
     global PEER_COUNTER, PROVIDER, OBSERVE, USAGE
     PEER_COUNTER = args.peer_counter
     USAGE = args.usage

@@ -28,7 +28,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-import bench_engine as be  # noqa: E402
+import engine_long  # noqa: E402  (bench_engine's part 2 rounds)
 
 from engine.pipeline import Pipeline  # noqa: E402
 
@@ -49,12 +49,12 @@ def run(turns: int, window: int) -> dict[str, Any]:
     spilled: dict[str, list[int]] = {k: [] for k in sides}  # turns during which the journal spilled
     gc.collect()
     for t in range(turns):
-        output = be.synthetic_output(t)
+        output = engine_long.synthetic_output(t)
         for name in ("built", "unbuilt") if t % 2 else ("unbuilt", "built"):
             p = sides[name]
             before = p.journal.events.spilled_census()[0]
             c0 = time.thread_time()
-            be.synthetic_round(p, t, output)
+            engine_long.synthetic_round(p, t, output)
             req = p.next_request()
             p.record_usage({"input_tokens": req.final_tokens, "output_tokens": 40})
             cpu[name].append(time.thread_time() - c0)

@@ -1,4 +1,4 @@
-"""bench_engine.py --iso asks each subject's processes for every repeat warm and cold (issue 12's like-for-like
+"""bench_engine.py --iso (benchmarks/engine_iso.py) asks each subject's processes for every repeat warm and cold (issue 12's like-for-like
 figure as an agent's user meets it: a model call between turns leaves the caches cold). `alternate` must
 route each ask to the children and keep each ask's figures apart, per turn the minimum over repeats, with
 the asks' order reversed every other round; with one ask it keys by name as --ab reads it."""
@@ -13,7 +13,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import bench_engine as be  # noqa: E402
+import engine_iso as be  # noqa: E402  (bench_engine's --ab and --iso)
 
 # A child as --iso-child answers: one JSON line per line read. It reports the ask it got as a figure
 # (warm 1.0, cold 5.0, go 9.0) plus its place in the order of asks it has been given (0, 1, 2, ...), and

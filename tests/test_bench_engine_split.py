@@ -1,4 +1,4 @@
-"""bench_engine.py --iso --split: where the whole trajectory's difference between the engine and
+"""bench_engine.py --iso --split (benchmarks/engine_iso.py): where the whole trajectory's difference between the engine and
 trim+memo lies. Its groups must add up to the difference it reports (less both sides' tokenizing), and
 each turn must be put in the group its rule names: the first --warm turns, the later turns over twice
 the later turns' median (the general path's), the rest (steady)."""
@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import bench_engine as be  # noqa: E402
+import engine_iso as be  # noqa: E402  (bench_engine's --ab and --iso)
 
 
 def test_split_groups_add_up_to_the_trajectory_difference(capsys: pytest.CaptureFixture[str]) -> None:
