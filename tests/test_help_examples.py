@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.console_script import typer_in_process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Commands whose --help shows an example (ps, top and eval are left to their text).
@@ -29,6 +31,13 @@ def _cp_inspect(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
+def _help(*command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`cp-inspect COMMAND --help` as the console script prints it: help is typer's on every path (no
+    typer-free path reads --help), so it is read in this process (a child for each cost ~0.2 s of CPU in
+    imports), at the width and in the directory the examples run with."""
+    return typer_in_process([*command, "--help"], cwd=cwd, env={"COLUMNS": "200", "XDG_RUNTIME_DIR": str(cwd)})
+
+
 def _examples(help_text: str) -> list[str]:
     """The command lines under an "Example:" / "Examples:" heading (a note after two spaces dropped)."""
     out: list[str] = []
@@ -44,12 +53,12 @@ def _examples(help_text: str) -> list[str]:
 
 def test_every_command_has_an_example_and_the_clones_own_ones_run(tmp_path: Path) -> None:
     (tmp_path / "demo_sessions").symlink_to(ROOT / "demo_sessions")
-    top = _cp_inspect("--help", cwd=tmp_path)
+    top = _help(cwd=tmp_path)
     assert top.returncode == 0
     assert "Start with:" in top.stdout and "cp-inspect demo" in top.stdout  # where a new user begins
     examples: list[str] = []
     for command in WITH_EXAMPLES:
-        shown = _cp_inspect(*command.split(), "--help", cwd=tmp_path)
+        shown = _help(*command.split(), cwd=tmp_path)
         assert shown.returncode == 0, shown.stderr
         found = _examples(shown.stdout)
         assert found, f"`cp-inspect {command} --help` gives no example:\n{shown.stdout}"
@@ -71,6 +80,6 @@ def test_turn_options_say_they_count_from_the_end_too(tmp_path: Path) -> None:
     """explain and replay take --turn -1 (the last); their help said only "Turn to explain" / "Open at
     this turn", so a person looking for the last turn had to know its number."""
     for command in ("explain", "replay"):
-        shown = _cp_inspect(command, "--help", cwd=tmp_path).stdout
+        shown = _help(command, cwd=tmp_path).stdout
         turn = shown[shown.index("  --turn <int>"):].split("  --", 2)[1]
         assert "-1 is the last" in " ".join(turn.split()), (command, turn)
