@@ -71,7 +71,8 @@ class RecordingStream(JournalStream):
         reader = self.reader
         if reader is None:
             reader = self.reader = RecordingReader.open(self.path, from_end=True)
-            self._first = reader.event_frames(stop=reader.data_end)
+            # (A turn event's trace is not read: its fields are skipped, not built: lean_turns.py.)
+            self._first = reader.event_frames(stop=reader.data_end, trace_fields=("turn",))
         if self._first is not None:
             got = next(self._first, None)
             if got is not None:
