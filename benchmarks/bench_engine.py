@@ -60,30 +60,28 @@ Identity (--identity OUT.json [--compare EARLIER.json]): every request's bytes a
 without a summarizer). Run once with older code first on PYTHONPATH (the engine is imported from there),
 then with this code and --compare: a speed change must not move a byte.
 
-This script holds part 1, the options and what the other benchmarks replay with (EngineRun, engine_turn,
-engine_only, the peer's LcAgent, the counters and the cache evictor); the other modes are modules beside
-it: engine_iso (--ab, --iso), engine_long (part 2), engine_identity (--identity).
+This script holds the options and what the other benchmarks replay with (EngineRun, engine_turn,
+engine_only, the counters, the cache evictor, and engine_peer's LcAgent); the modes are modules beside it:
+engine_vs_peer (part 1), engine_iso (--ab, --iso), engine_long (part 2), engine_identity (--identity).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import json
-import math
 import os
 import pstats
-import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 # Appended, not prepended: with PYTHONPATH set (e.g. to a `git archive` of older code for --identity)
 # that code is the one imported.
 sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from engine_peer import WALL, LcAgent, LcPlan, Timer, memo_counter, time_trim  # noqa: E402  (also what other benchmarks take from here)
 
 from engine.importers import ImportedSession, MessageRec, load  # noqa: E402
 from engine.pipeline import Pipeline  # noqa: E402
@@ -154,32 +152,6 @@ class EngineRun:
         else:
             self._close_calls()
             p.user(m.content)
-
-
-# ----------------------------------------------------------------------------- langchain
-def langchain_messages(msgs: Sequence[MessageRec]) -> list[Any]:
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    out: list[Any] = []
-    for m in msgs:
-        if m.role == "system":
-            out.append(SystemMessage(m.content))
-        elif m.role == "assistant":
-            calls = []
-            for c in m.tool_calls:
-                try:
-                    args = json.loads(c.arguments) if c.arguments else {}
-                except ValueError:
-                    args = {"_raw": c.arguments}
-                calls.append(
-                    {"name": c.name, "args": args if isinstance(args, dict) else {"_": args}, "id": c.id}
-                )
-            out.append(AIMessage(m.content, tool_calls=calls))
-        elif m.role == "tool":
-            out.append(ToolMessage(m.content, tool_call_id=m.tool_call_id or ""))
-        else:
-            out.append(HumanMessage(m.content))
-    return out
 
 
 def tiktoken_counter() -> Callable[[list[Any]], int]:
@@ -299,41 +271,6 @@ class TimedText:
         return n
 
 
-def memo_counter(count_one: Callable[[Any], int]) -> Callable[[list[Any]], int]:
-    """trim_messages calls its counter on many prefixes of the history per turn; a careful user
-    counts each message once (keyed by the message object, which the agent keeps across turns)."""
-    memo: dict[int, tuple[Any, int]] = {}
-
-    def count(messages: list[Any]) -> int:
-        n = 3
-        for m in messages:
-            hit = memo.get(id(m))
-            if hit is None or hit[0] is not m:
-                hit = memo[id(m)] = (m, count_one(m))
-            n += hit[1]
-        return n
-
-    return count
-
-
-Clock = Callable[[], float]
-WALL: Clock = time.perf_counter
-CPU: Clock = time.thread_time
-
-
-class Timer:
-    """Wall and thread-CPU time of one region."""
-
-    __slots__ = ("w", "c")
-
-    def __init__(self) -> None:
-        self.w = WALL()
-        self.c = CPU()
-
-    def stop(self) -> tuple[float, float]:
-        return WALL() - self.w, CPU() - self.c
-
-
 # ----------------------------------------------------------------------------- part 1
 KINDS = ("engine", "floor", "trim", "memo")
 TIMED = KINDS + ("tokenize",)  # tokenize: the part of the engine turn spent tokenizing new content (CPU)
@@ -421,13 +358,6 @@ def final_tokens(req: Any) -> int:
     return int(req.final_tokens if hasattr(req, "final_tokens") else req.trace["final_tokens"])
 
 
-def time_trim(trim_messages: Any, history: list[Any], limit: int, counter: Callable[[list[Any]], int]) -> tuple[float, float]:
-    """One trim_messages call as the docs show it, under the engine's ceiling for that turn."""
-    t = Timer()
-    trim_messages(history, max_tokens=limit, token_counter=counter, strategy="last", include_system=True, start_on="human")
-    return t.stop()
-
-
 def cache_evictor() -> Callable[[], object]:
     """--evict: a pass over ~50 MB of Python objects, run (outside the timed regions) before each engine
     turn, each floor and each trim+memo, so every subject starts with cold CPU caches, as it would in
@@ -468,152 +398,6 @@ def engine_only(imp: ImportedSession, window: int) -> list[int]:
         ceilings.append(turn_ceiling(req))
     run.close()
     return ceilings
-
-
-def _lc_key(m: MessageRec) -> tuple[Any, ...]:
-    return (m.role, m.content, m.tool_call_id, tuple((c.id, c.name, c.arguments) for c in m.tool_calls))
-
-
-class LcPlan:
-    """What trim+memo's agent is handed each turn, worked out before any timing: per call, the
-    messages new since the previous call's history and its reply (which the agent appended itself),
-    or, for a call whose history is not that one extended (an importer's rewritten history), the whole
-    list (the agent then reuses the objects it has for messages it saw before, by content)."""
-
-    def __init__(self, imp: ImportedSession) -> None:
-        self.steps: list[tuple[list[tuple[MessageRec, tuple[Any, ...]]], bool]] = []  # (messages, whole)
-        self.replies: list[tuple[MessageRec, tuple[Any, ...]] | None] = []
-        prev: list[tuple[Any, ...]] = []
-        for call in imp.calls:
-            keys = [_lc_key(m) for m in call.messages]
-            pairs = list(zip(call.messages, keys, strict=True))
-            if keys[: len(prev)] == prev:
-                self.steps.append((pairs[len(prev) :], False))
-            else:
-                self.steps.append((pairs, True))
-            reply = call.response
-            self.replies.append((reply, _lc_key(reply)) if reply is not None else None)
-            prev = keys + ([_lc_key(reply)] if reply is not None else [])
-        # LangChain's first messages of a process pay for its lazy set-up (pydantic validators): paid
-        # here, so no repeat's first turn does.
-        first = imp.calls[0]
-        langchain_messages(list(first.messages) + ([first.response] if first.response is not None else []))
-
-
-class LcAgent:
-    """trim+memo's agent over one repeat: it holds its history as LangChain messages, built as they come
-    (one object per message, kept across turns: the memo keys on it) and appended to one list."""
-
-    def __init__(self, plan: LcPlan) -> None:
-        self.plan = plan
-        self.history: list[Any] = []
-        self.seen: dict[tuple[Any, ...], Any] = {}
-        self.rows: list[list[Any]] = []  # each turn's history as trimmed (for the naive trim's pass)
-
-    def _obj(self, m: MessageRec, key: tuple[Any, ...]) -> Any:
-        o = self.seen.get(key)
-        if o is None:
-            o = self.seen[key] = langchain_messages([m])[0]
-        return o
-
-    def turn(
-        self, k: int, trim_messages: Any, limit: int, counter: Callable[[list[Any]], int]
-    ) -> tuple[tuple[float, float], list[Any]]:
-        """Turn k's timed region: the new messages' LangChain objects, trim_messages under the engine's
-        ceiling of the turn, the reply's AIMessage. Returns the time and what trim kept."""
-        pairs, whole = self.plan.steps[k]
-        reply = self.plan.replies[k]
-        t = Timer()
-        if whole:
-            self.history = [self._obj(m, key) for m, key in pairs]
-        else:
-            for m, key in pairs:
-                self.history.append(self._obj(m, key))
-        n = len(self.history)
-        kept = trim_messages(self.history, max_tokens=limit, token_counter=counter, strategy="last",
-                             include_system=True, start_on="human")  # fmt: skip
-        if reply is not None:
-            self.history.append(self._obj(*reply))
-        took = t.stop()
-        self.rows.append(self.history[:n])
-        return took, kept
-
-
-def part1(args: argparse.Namespace) -> None:
-    imp = load(args.file)
-    lc_plan = LcPlan(imp)
-    naive = tiktoken_counter()
-    count_one = tiktoken_one()
-    TokenCounter().count("warm up the tokenizer")
-    naive(langchain_messages(imp.calls[0].messages))
-    n = len(imp.calls)
-    best: dict[str, list[list[float]]] = {k: [[math.inf] * n, [math.inf] * n] for k in TIMED}
-    sizes: list[int] = []
-    gc.collect()
-    for _ in range(args.repeats):
-        out, sizes = one_repeat(
-            imp, args.window, lc_plan, naive, count_one, not args.no_peer, cache_evictor() if args.evict else None
-        )
-        for kind in TIMED if not args.no_peer else ENGINE_TIMED:
-            for i, (w, c) in enumerate(out[kind]):
-                best[kind][0][i] = min(best[kind][0][i], w)
-                best[kind][1][i] = min(best[kind][1][i], c)
-    ms = 1000.0
-    warm = min(args.warm, n - 1)
-    if args.no_peer:
-        engine_summary(best, sizes, warm, args)
-        return
-    print(f"part 1: {args.file.name}: {n} calls, window {args.window} for engine and trim_messages, "
-          f"{args.repeats} interleaved repeats, minimum per turn")  # fmt: skip
-    print(f"final request {sizes[-1] / 1024:.0f} KiB; largest {max(sizes) / 1024:.0f} KiB")
-    print()
-    print(f"{'turn':>5} {'KiB':>5} {'engine ms':>10} {'floor ms':>9} {'trim ms':>8} {'memo ms':>8} "
-          f"{'eng/floor':>9}  (CPU time)")  # fmt: skip
-    e, f, t, mm = (best[k][1] for k in KINDS)
-    for k in sorted({0, 1, 2, warm, n // 4, n // 2, 3 * n // 4, n - 1}):
-        print(f"{k:>5} {sizes[k] / 1024:>5.0f} {e[k] * ms:>10.3f} {f[k] * ms:>9.3f} {t[k] * ms:>8.3f} "
-              f"{mm[k] * ms:>8.3f} {e[k] / f[k]:>8.2f}x")  # fmt: skip
-    print()
-    for label, idx in (("wall", 0), ("CPU", 1)):
-        e, f, t, mm = (best[k][idx] for k in KINDS)
-        steady = statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True))
-        print(f"[{label}] whole trajectory: engine {sum(e) * ms:.1f} ms, json.dumps floor {sum(f) * ms:.1f} ms, "
-              f"trim_messages {sum(t) * ms:.1f} ms, trim_messages+memo {sum(mm) * ms:.1f} ms")  # fmt: skip
-        print(f"[{label}]   engine / floor {sum(e) / sum(f):.2f}x; trim / floor {sum(t) / sum(f):.1f}x; "
-              f"trim+memo / floor {sum(mm) / sum(f):.2f}x")  # fmt: skip
-        print(f"[{label}]   engine / trim+memo {sum(e) / sum(mm):.2f}x (goal <= 1); "
-              f"engine / naive trim {sum(e) / sum(t):.3f}x")  # fmt: skip
-        print(f"[{label}]   steady-state engine turn / floor (median, turns >= {warm}): {steady:.2f}x "
-              f"(goal <= 2x); median turn {statistics.median(e[warm:]) * ms:.3f} ms")  # fmt: skip
-    # Tokenizing new content is O(new) work both the engine and trim+memo do (the minimum over repeats,
-    # taken per turn like the rest). The rest of the engine turn is its own overhead.
-    e, f, tk = best["engine"][1], best["floor"][1], best["tokenize"][1]
-    rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
-    steady_rest = statistics.median(a / b for a, b in zip(rest[warm:], f[warm:], strict=True))
-    print(f"[CPU] of which tokenizing new content {sum(tk) * ms:.1f} ms; engine without it "
-          f"{sum(rest) * ms:.1f} ms = {sum(rest) / sum(f):.2f}x the floor; steady-state turn without it / "
-          f"floor {steady_rest:.2f}x (median {statistics.median(rest[warm:]) * ms:.3f} ms)")  # fmt: skip
-    print()
-
-
-def engine_summary(best: dict[str, list[list[float]]], sizes: list[int], warm: int, args: argparse.Namespace) -> None:
-    """Part 1 with --no-peer: the engine against its floor only, in a form meant for A/B runs (one line
-    each, CPU and wall), without the minutes the naive trim_messages takes."""
-    ms = 1000.0
-    tk = best["tokenize"][1]
-    print(f"part 1 (engine only): {args.file.name}: {len(sizes)} calls, window {args.window}, "
-          f"{args.repeats} repeats, minimum per turn")  # fmt: skip
-    for label, idx in (("wall", 0), ("CPU", 1)):
-        e, f = best["engine"][idx], best["floor"][idx]
-        steady = statistics.median(a / b for a, b in zip(e[warm:], f[warm:], strict=True))
-        line = (f"[{label}] engine {sum(e) * ms:.1f} ms, floor {sum(f) * ms:.1f} ms; steady turn / floor "
-                f"{steady:.2f}x (median turn {statistics.median(e[warm:]) * ms:.3f} ms)")  # fmt: skip
-        if idx == 1:
-            rest = [max(0.0, a - b) for a, b in zip(e, tk, strict=True)]
-            steady_rest = statistics.median(a / b for a, b in zip(rest[warm:], f[warm:], strict=True))
-            line += (f"; tokenizing {sum(tk) * ms:.1f} ms; without it {sum(rest) * ms:.1f} ms, steady "
-                     f"{steady_rest:.2f}x (median {statistics.median(rest[warm:]) * ms:.3f} ms)")  # fmt: skip
-        print(line)
 
 
 def tiktoken_one(tokens: Callable[[str], int] | None = None) -> Callable[[Any], int]:
@@ -722,6 +506,7 @@ def main() -> int:
     from engine_identity import identity
     from engine_iso import ab, iso, iso_child, pair_child
     from engine_long import part2
+    from engine_vs_peer import part1
 
     global PEER_COUNTER, PROVIDER, OBSERVE, USAGE
     PEER_COUNTER = args.peer_counter

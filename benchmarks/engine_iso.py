@@ -18,20 +18,16 @@ from typing import Any
 from bench_engine import (
     ENGINE_TIMED,
     EngineRun,
-    LcAgent,
-    LcPlan,
     TimedText,
     TimedTokenizer,
-    Timer,
     cache_evictor,
     engine_only,
-    langchain_messages,
-    memo_counter,
     one_repeat,
     text_counter,
     tiktoken_counter,
     tiktoken_one,
 )
+from engine_peer import LcAgent, LcPlan, Timer, langchain_messages, memo_counter
 
 from engine.importers import ImportedSession, load
 from engine.tokens import TokenCounter

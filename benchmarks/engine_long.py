@@ -11,7 +11,8 @@ import random
 import statistics
 from typing import Any
 
-from bench_engine import TimedTokenizer, Timer, final_tokens, memo_counter, tiktoken_one, turn_ceiling
+from bench_engine import TimedTokenizer, final_tokens, tiktoken_one, turn_ceiling
+from engine_peer import Timer, memo_counter
 
 from engine.optimize import OptimizeLimits
 from engine.pipeline import Pipeline
