@@ -141,12 +141,14 @@ def test_damage_before_the_newest_stream_is_found_where_it_is_read(tmp_path: Pat
     quick.close()
 
 
-def test_a_tail_naming_a_wrong_stream_start_is_scanned_whole(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["a chunk in the middle", "past the end", "the largest offset"])
+def test_a_tail_naming_a_wrong_stream_start_is_scanned_whole(where: str, tmp_path: Path) -> None:
     path = _footerless(tmp_path / "wrong.cpsession")
     with RecordingReader.open(path) as r:
         middle = r.turn_frame(20)[0]  # a chunk, not the start of its stream
+    named = {"a chunk in the middle": middle, "past the end": path.stat().st_size + 10}.get(where, 2**64 - 1)
     data = bytearray(path.read_bytes())
-    data[-8:] = middle.to_bytes(8, "big")  # (the newest chunk's own field: its checksum fails too)
+    data[-8:] = named.to_bytes(8, "big")  # (the newest chunk's own field: its checksum fails too)
     path.write_bytes(bytes(data))
     with pytest.raises(RecordingError) as whole:
         RecordingReader.open(path)

@@ -250,6 +250,8 @@ class IndexReading(ChunkReading):
             if tail[: len(STREAM_AT_MARK)] != STREAM_AT_MARK:
                 return False
             (newest,) = struct.unpack(">Q", tail[len(STREAM_AT_MARK) :])
+            if not self._start <= newest < size:
+                return False
             streams: list[tuple[int, list[int], list[int]]] = []  # (start, turns, offsets), newest first
             at = newest
             while at > self._start:
