@@ -28,13 +28,21 @@ engine's ceilings). --by-object splits the engine's misses by the library their 
 the interpreter running the engine's Python and its objects; _bindings: the bpe-openai tokenizer's
 tables; libc: memcpy of the request body, malloc; libcrypto: sha256). --calls splits them by agent call
 instead (the messages fed, next_request, record_usage, the reply fed; each call a region of its own,
-dumped apart: the turn's first call meets cold what the four share). --ab BASE_DIR counts the engine
+dumped apart: the turn's first call meets cold what the four share). --steps splits next_request's
+express-lane turn instead, by the lane's steps (STEPS: the appended messages found, the lineage
+extended and its stable rules' proof, the cut weighed and the early rule, the cache markers moved, the
+request spliced and hashed, the record, the lineage remembered, the request event journaled, the open
+turn closed, the new content counted): each step a region of its own, the rest of the turn run but not
+collected (next_request's figure from --calls less these is the lane's own code: its checks, the
+ceiling, the section hashes, and on a streak the lineage extended and kept in line, which the first
+lane turn after a general-path turn asks of cost_aware). A step called inside another is counted in
+the outer one. --ab BASE_DIR counts the engine
 under BASE_DIR's code too (a `git archive` of older code, on PYTHONPATH in its own run). Needs valgrind
 (apt-get install valgrind); a run takes a few minutes (callgrind runs Python ~50x slower), the subjects
 two at a time.
 
     .venv/bin/python benchmarks/bench_cold_misses.py [--file PATH] [--provider anthropic] [--window 32000]
-        [--warm 10] [--subjects engine,floor,memo] [--ab BASE_DIR] [--by-object | --calls] [--jobs 2]
+        [--warm 10] [--subjects engine,floor,memo] [--ab BASE_DIR] [--by-object | --calls | --steps] [--jobs 2]
         [--l1i 65536,8,64] [--l1d 49152,12,64] [--ll 2097152,16,64]
 """
 
@@ -70,9 +78,68 @@ def inside(f: Callable[[], Any]) -> Any:
     return functools.reduce(lambda _acc, g: g(), [f], None)
 
 
+# --steps: (module, owner or None, attribute, label) of each express-lane step counted in a region of
+# its own. None of them calls another on a steady turn (a nested one is counted in its caller's region:
+# a second reduce inside the first would switch collection off, see _StepRegions). A step a tree does
+# not have (--ab's older code, or a step this one does in line) is left out of that tree's count.
+STEPS = (
+    ("engine.pipeline_assembly", "Assembling", "history_tokens", "count new (history)"),
+    ("engine.pipeline_express", None, "_appended", "appended since"),
+    ("engine.assembly", "Measure", "item", "count new (pending)"),  # (and any other item the lane weighs)
+    ("engine.policy.cost_aware", None, "_extend", "lineage extended"),
+    ("engine.policy.cost_aware", None, "_stable_holds", "stable rules hold"),
+    ("engine.policy.cost_aware", None, "_choose_cut", "cut weighed"),
+    ("engine.policy.early_weigh", "EarlyRule", "compacts", "early rule"),
+    ("engine.pipeline_express", None, "_moved_markers", "markers moved"),
+    ("engine.pipeline_express", None, "lane_request", "request spliced"),
+    ("engine.pipeline_express", None, "_later", "record made"),  # (TurnRecord.later, bound once)
+    ("engine.trace_lazy", "TurnRecord", "later", "record made"),  # (a tree that reads it every turn)
+    ("engine.policy.cost_aware", None, "_extended_lineage", "lineage kept"),
+    ("engine.pipeline_turn_end", "TurnEnd", "_lane_record", "request event"),
+    ("engine.pipeline_feedback", "Feedback", "_close_turn", "turn closed"),
+)
+
+
+class _StepRegions:
+    """--steps: the lane's steps (STEPS) replaced by wrappers that run each inside `inside` while a
+    steady turn's next_request runs (`on`), appending the step's label to `labels`."""
+
+    def __init__(self, patch: Callable[[Any, str, Any], None] = setattr) -> None:
+        """`patch(holder, name, wrapper)` puts each wrapper in place (a test's monkeypatch.setattr)."""
+        import importlib
+
+        self.on = False
+        self.depth = 0
+        self.labels: list[str] = []
+        for mod_name, owner, attr, label in STEPS:
+            mod = importlib.import_module(mod_name)
+            holder = getattr(mod, owner, None) if owner else mod
+            raw = getattr(holder, "__dict__", {}).get(attr) if owner else getattr(mod, attr, None)
+            if raw is None:
+                continue
+            is_cls = isinstance(raw, classmethod)
+            f = raw.__func__ if is_cls else raw
+            w = self._wrap(f, label)
+            patch(holder, attr, classmethod(w) if is_cls else w)
+
+    def _wrap(self, f: Callable[..., Any], label: str) -> Callable[..., Any]:
+        def step(*a: Any, **k: Any) -> Any:
+            if not self.on or self.depth:
+                return f(*a, **k)
+            self.labels.append(label)
+            self.depth += 1
+            try:
+                return inside(lambda: f(*a, **k))
+            finally:
+                self.depth -= 1
+
+        return step
+
+
 def child(args: argparse.Namespace) -> int:
     """Under callgrind: replay the trajectory, each steady turn of the subject inside `inside`."""
     be, imp = start_child(args)
+    steps = _StepRegions() if args.steps and args.child == "engine" else None
     junk = [{"a": i, "b": -i} for i in range(JUNK)]
 
     def evict() -> int:
@@ -105,6 +172,10 @@ def child(args: argparse.Namespace) -> int:
             steady = k >= args.warm
             if args.child == "engine" and steady and args.calls:
                 req, fed = engine_calls(be, run, call, fed, usage, labels)
+                measured += 1
+            elif steps is not None and steady:
+                req, fed = engine_steps(run, call, fed, usage, steps)
+                labels += steps.labels
                 measured += 1
             elif args.child == "engine" and steady:
                 req, fed = inside(functools.partial(be.engine_turn, run, call, fed, usage))
@@ -160,6 +231,27 @@ def engine_calls(be: Any, run: Any, call: Any, fed: int, usage: Any, labels: lis
     return req, len(call.messages) + (call.response is not None)
 
 
+def engine_steps(run: Any, call: Any, fed: int, usage: Any, steps: _StepRegions) -> tuple[Any, int]:
+    """bench_engine.engine_turn, only the lane's steps inside its next_request collected (--steps),
+    their labels in `steps.labels`."""
+    pipe = run.pipe
+    for m in call.messages[fed:]:
+        run.feed(m)
+    steps.labels = []
+    steps.on = True
+    try:
+        req = pipe.next_request()
+    finally:
+        steps.on = False
+    if usage is not None:
+        pipe.record_usage(usage)
+    else:
+        pipe.record_error("error", call.error or "no response")
+    if call.response is not None:
+        run.feed(call.response)
+    return req, len(call.messages) + (call.response is not None)
+
+
 def totals(text: str) -> dict[str, int]:
     """The events' totals of a callgrind output file (its `summary:` line)."""
     events = next(line.split()[1:] for line in text.splitlines() if line.startswith("events:"))
@@ -202,14 +294,15 @@ def by_object(text: str) -> dict[str, dict[str, int]]:
 def measure(tree: Path, subject: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """One subject under one tree's code, under callgrind: per steady turn figures (and by library)."""
     out_file = tmp / f"{tree.name}-{subject}.callgrind"
-    calls = args.calls and subject == "engine"
+    calls = (args.calls or args.steps) and subject == "engine"
     turns_file = tmp / f"{tree.name}-{subject}.json"
     cmd = [
         "valgrind", "--tool=callgrind", "--cache-sim=yes", f"--I1={args.l1i}", f"--D1={args.l1d}",
         f"--LL={args.ll}", "--collect-atstart=no", "--toggle-collect=functools_reduce",
         f"--callgrind-out-file={out_file}", *(["--dump-after=functools_reduce"] if calls else []),
         sys.executable, str(Path(__file__).resolve()), "--child", subject, "--turns-out", str(turns_file),
-        *replay_child_options(args), *(["--calls"] if calls else []),
+        *replay_child_options(args), *(["--calls"] if calls and args.calls else []),
+        *(["--steps"] if calls and args.steps else []),
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -271,6 +364,12 @@ def main() -> int:
         help="the engine's misses by agent call (the messages fed, next_request, record_usage, the reply fed), "
         "each counted in a region of its own (the turn's first call meets cold what all of them share)",
     )
+    ap.add_argument(
+        "--steps",
+        action="store_true",
+        help="the engine's next_request misses by express-lane step (STEPS), each counted in a region of "
+        "its own; the rest of the turn is not collected",
+    )
     ap.add_argument("--jobs", type=int, default=2, help="callgrind runs at once")
     ap.add_argument("--l1i", default="65536,8,64", help="simulated L1 instruction cache: size,assoc,line")
     ap.add_argument("--l1d", default="49152,12,64", help="simulated L1 data cache: size,assoc,line")
@@ -280,6 +379,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.child:
         return child(args)
+    if args.calls and args.steps:
+        ap.error("--calls and --steps: choose one (each splits the turn its own way)")
     if shutil.which("valgrind") is None:
         print("bench_cold_misses: valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 1
@@ -318,7 +419,8 @@ def main() -> int:
                   f"({eng['ll_read'] - base['ll_read']:+,.0f}), write misses {eng['ll_write'] / base['ll_write']:.4f}, "
                   f"instructions {eng['instr'] / base['instr']:.4f}")  # fmt: skip
         if "calls" in eng:
-            print("  the engine's misses by agent call (per steady turn):")
+            split = "express-lane step" if args.steps else "agent call"
+            print(f"  the engine's misses by {split} (per steady turn):")
             for c, f in eng["calls"].items():
                 print("  " + line(c, f))
         if args.by_object and "objects" in eng:

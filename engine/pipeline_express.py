@@ -42,6 +42,7 @@ from engine.pipeline_express_marks import _Marks, _moved_markers, _new
 from engine.plan import Reserves, SectionEstimate, budget_of, ceiling_for, plan_of
 from engine.policy import cost_aware
 from engine.policy.early_weigh import EarlyRule
+from engine.policy.lineage_carry import _Lineage
 from engine.policy.settings import WAVE1
 from engine.policy.state import CompactionState
 from engine.providers.anthropic import sends_nothing, silent_error
@@ -52,6 +53,7 @@ from engine.sections import history_section
 from engine.tokens import REPLY_PRIMING_TOKENS
 from engine.trace import figures_of, section_shas_of
 from engine.trace_lazy import TurnRecord
+from engine.types import Form
 
 if TYPE_CHECKING:
     from engine.config import PipelineConfig
@@ -60,6 +62,10 @@ if TYPE_CHECKING:
     from engine.providers.base import SerializedRequest
     from engine.spill import SpillBackend
     from engine.tokens import Budget
+
+
+# TurnRecord.later bound once (a class's attribute read through the class is the generic look-up).
+_later = TurnRecord.later
 
 
 class Carried(NamedTuple):
@@ -92,6 +98,10 @@ class Carried(NamedTuple):
     # Sums over the sections before the history that lane turns read every turn, worked out on the first
     # lane turn after a general-path turn (None: not yet) and carried on, as `fixed` is (see _Sums).
     sums: _Sums | None = None
+    # The lineage this turn left in cost_aware's carry when the lane made it (None: the general path's
+    # turn). The next lane turn that finds this very object there extends it without asking _extend and
+    # _stable_holds what holds by construction (see turn's streak).
+    lineage: _Lineage | None = None
 
 
 class _Sums(NamedTuple):
@@ -120,6 +130,7 @@ class LaneFixed(NamedTuple):
     served: bool  # a rewrite's prefix served from the cache (revision 2: prefix_served_on_rewrite)
     rev2: bool  # the policy's revision is 2 or later
     early: EarlyRule  # the early rule's weighing under these rules, settings and state
+    usable: int  # budget.usable (a property: a Python call and the generic attribute look-up a turn)
 
 
 def lane_fixed(
@@ -135,7 +146,8 @@ def lane_fixed(
     rev2 = settings.revision >= 2
     served = cost_aware.prefix_served_on_rewrite(rules, st.compactions) if rev2 else True
     early = EarlyRule(rules, settings.horizon_scale, rev2, served)
-    return LaneFixed(rules, budget_of(cfg.window, cfg.margin), served, rev2, early)
+    budget = budget_of(cfg.window, cfg.margin)
+    return LaneFixed(rules, budget, served, rev2, early, budget.usable)
 
 
 # Turns the lane stands aside after an agent read a lane turn's trace before its next request: an agent
@@ -307,7 +319,7 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     # field's descriptor, two more places a cold turn reads from memory).
     (
         c_cfg, c_st, sources_version, c_m, ser_obj, task_end, c_full, hidx, elided, c_history_len, c_pending,
-        c_layout, at, slot, was, c_before_marks, c_marks, fixed, c_earlier, c_short, sums,
+        c_layout, at, slot, was, c_before_marks, c_marks, fixed, c_earlier, c_short, sums, c_lineage,
     ) = c  # fmt: skip
     if was is not None and was.read():
         pipe._lane_pause = READ_PAUSE  # the agent reads the traces (see READ_PAUSE)
@@ -332,18 +344,49 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     m.prime(hist, n_raw)
     lineages = pipe._carry.get(cost_aware.LINEAGE_CARRY)
     lin = lineages.get(slot) if lineages is not None else None
-    if lin is None or lin.full is not c_full or lin.slot != (cfg.limits, cfg.policy):
+    if lin is None:
         return None
-    note = lin.note
-    # (`hist` is the lineage's raw history plus `appended`: lin.full is c.full.)
-    ext = cost_aware._extend(lin, full, hidx, st, elided, note, m, True)
-    if ext is None:
-        return None
-    applied, _lin, new = ext
-    # The stable rules' proof reads only the context's limits, spill backend, Measure and dry run.
-    if not cost_aware._stable_holds(lin, new, cfg.limits, pipe.spill, m, False):
-        return None
+    # (One unpacking, as c's: a named tuple's fields read by name are generic look-ups.)
+    (
+        l_slot, l_full, l_state, l_elided, l_note, l_task_end, l_applied, l_tokens, l_measure, l_limits,
+        l_spill_none, l_stable,
+    ) = lin  # fmt: skip
+    limits = cfg.limits
     settings = cfg.policy
+    if l_full is not c_full or l_slot != (limits, settings):
+        return None
+    spill = pipe.spill
+    if lin is c_lineage:
+        # A streak: the lineage is the very one the lane's last turn left, made from this config (cfg is
+        # c.cfg: _appended), state, Measure, elision and note, over a raw history the lane built with
+        # history_section as it built `hist`, whose items this one's start with; its task end was before
+        # that history's end and the state's cut within it (that turn's _extend proved both, and the
+        # history has only grown since), its stable rules' outcome held under these limits. So _extend
+        # would answer the applied history plus the appended messages, and _stable_holds would ask only
+        # the spill backend and the new messages' results.
+        new = tuple(appended)
+        if l_spill_none != (spill is None):
+            return None
+        if l_applied is l_full:
+            applied = full
+        else:
+            applied_hist = hist.with_items(l_applied[hidx].items + new, Form.TRIMMED, st.dropped_tokens)
+            m.derived(applied_hist, l_tokens + sum(map(m.item, new)))
+            applied = full[:hidx] + (applied_hist,)  # (the history is the assembly's last section)
+        limit = limits.spill_threshold
+        big = m.largest_result
+        for it in new:
+            if isinstance(it, Message) and big(it) > limit:
+                return None
+    else:
+        # (`hist` is the lineage's raw history plus `appended`: lin.full is c.full.)
+        ext = cost_aware._extend(lin, full, hidx, st, elided, l_note, m, True)
+        if ext is None:
+            return None
+        applied, _lin, new = ext
+        # The stable rules' proof reads only the context's limits, spill backend, Measure and dry run.
+        if not cost_aware._stable_holds(lin, new, limits, spill, m, False):
+            return None
     if fixed is None:
         fixed = lane_fixed(pipe, cfg, st, applied, None)
         if fixed is None:
@@ -359,18 +402,19 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
         sums = _Sums(before, live_other)
     else:
         before, live_other = sums
-    rules, budget, _served, rev2, early = fixed
+    rules, budget, _served, rev2, early, usable = fixed
     # The ceiling, planned from the calibration and reserves of now (both move with every usage).
     reserves = pipe._reserves(cfg)
     ratio = pipe.stats.calibration_for(cfg.model)
-    ceiling = ceiling_for(int(budget.usable / ratio), reserves.response + reserves.thinking + reserves.schema)
+    ceiling = ceiling_for(int(usable / ratio), reserves.response + reserves.thinking + reserves.schema)
     # m.total(applied), from the sum carried for the sections before the history (_Sums.before).
     # Exact, not an upper bound (a text's UTF-8 bytes bound its cl100k tokens) deciding the turn with
     # the count made later: this total is the record's final_tokens, which record_usage journals as the
     # usage event's `estimated` in this same agent turn and which calibration learns from (the next
     # turn's ceiling; replay folds that field to learn the same ratio). So every new text is tokenized
     # before the next model call whichever step asks first: a bound would move the count, not save it.
-    t1 = before + m.section(applied[hidx])
+    h_tokens = m.section(applied[hidx])
+    t1 = before + h_tokens
     trigger_tokens = int(settings.trigger * ceiling)
     target_tokens = int(settings.target * ceiling)
     if t1 > trigger_tokens or t1 + REPLY_PRIMING_TOKENS > ceiling:
@@ -389,14 +433,13 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
             pipe._carry,
             slot,
             (hidx, t1),
-            lin.applied[hidx].items,
+            l_applied[hidx].items,
         )
         # The pay-back and economic size, as cost_aware.run weighs them (the horizon from the turn, the
         # growth from the raw history), by the rule worked out on the first lane turn (early_weigh).
         if cand is not None and settings.early:
-            if early.compacts(
-                pipe.turn, t1, trigger_tokens, n_raw, t1 - cand.after, cand.after, before
-            ):
+            *_, after = cand  # (_Cut.after, its last field, unpacked: by name it is the generic look-up)
+            if early.compacts(pipe.turn, t1, trigger_tokens, n_raw, t1 - after, after, before):
                 return None  # the early rule compacts: the general path's turn
     # Held. The request: the history's run extended by the appended messages, the rest as laid out.
     actions: list[dict[str, Any]] = []
@@ -451,27 +494,20 @@ def turn(pipe: Pipeline, c: Carried) -> Request | None:
     this_turn = pipe.turn
     make = _new(_LaneInputs, (
         pipe, cfg, st, m, full, hidx, n_raw, elided, budget, ratio, reserves, rules, ser, prev_sections,
-        pipe._prev, earlier, this_turn, pipe.summaries, pipe.spill,
+        pipe._prev, earlier, this_turn, pipe.summaries, spill,
     ))  # fmt: skip
     view = {"actions": actions, "cacheable_prefix_tokens": ser.cacheable_prefix_tokens, "latch_flips": []}
-    rec = TurnRecord.later(this_turn, t1, ceiling, shas, view, earlier, make)
-    # The lineage the next turn (either path) extends: this one.
-    cost_aware._extended_lineage(
-        lineages,  # type: ignore[arg-type]
-        slot,
-        (cfg.limits, cfg.policy),
-        lin,
-        full,
-        hidx,
-        st,
-        applied,
-        m,
-        cfg.limits,
-    )
+    rec = _later(this_turn, t1, ceiling, shas, view, earlier, make)
+    # The lineage the next turn (either path) extends: this one, what cost_aware._extended_lineage
+    # remembers (its fields from the unpacked `lin`; the history's total is t1's).
+    kept = _new(_Lineage, (
+        l_slot, full, st, l_elided, l_note, l_task_end, applied, h_tokens, m, limits, l_spill_none, l_stable,
+    ))  # fmt: skip
+    lineages[slot] = kept  # type: ignore[index]
     # Before the request event is folded (it closes the pending parts into the history).
     pipe._express = _new(Carried, (
         cfg, st, sources_version, m, ser_obj, pipe._first_assistant, full, hidx, elided, history_len, new_pending,
-        layout, at, slot, rec, before_marks, marks_kept, fixed, earlier, short, sums,
+        layout, at, slot, rec, before_marks, marks_kept, fixed, earlier, short, sums, kept,
     ))  # fmt: skip
     pipe._pending_msg = new_pending  # the message _close_pending files (see Pipeline._assemble_from)
     return pipe._lane_record(rec, ser, short)

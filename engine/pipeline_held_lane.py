@@ -150,7 +150,7 @@ def turn(
     reserves = pipe._reserves(cfg)
     ratio = pipe.stats.calibration_for(cfg.model)
     ceiling = ceiling_for(
-        int(fixed.budget.usable / ratio), reserves.response + reserves.thinking + reserves.schema
+        int(fixed.usable / ratio), reserves.response + reserves.thinking + reserves.schema
     )
     t1 = m.total(applied)
     trigger_tokens = int(settings.trigger * ceiling)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +64,59 @@ def test_by_object_splits_the_collected_totals_among_libraries(tmp_path: Path) -
     # Outside the region nothing was collected: the 200,000-number encoding after it would dwarf it.
     enc = sum(o["Ir"] for name, o in objects.items() if name.startswith("_json"))
     assert enc < crypto
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_steps_wraps_the_lane_steps_and_leaves_the_requests_as_they_were(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--steps replaces each express-lane step it names (STEPS) by a wrapper that runs it inside the
+    collected region while a steady turn's next_request runs: every step still exists where STEPS says
+    (a rename would leave the benchmark counting nothing), a steady lane turn passes through the main
+    ones in the lane's order, none is counted twice inside another, and the requests are byte for byte
+    those of the same session without the wrappers."""
+    from tests.test_express import _round, _steady_pipe
+
+    def bodies(steps: bcm._StepRegions | None) -> tuple[list[bytes], list[list[str]]]:
+        pipe = _steady_pipe(provider)
+        got: list[bytes] = []
+        seen: list[list[str]] = []
+        real = pipe.next_request
+
+        def next_request(explain_only: bool = False) -> Any:
+            if steps is None:
+                req = real(explain_only)
+            else:
+                steps.labels = []
+                steps.on = True
+                try:
+                    req = real(explain_only)
+                finally:
+                    steps.on = False
+                seen.append(steps.labels)
+            got.append(req.serialized.body)  # (the wire bytes)
+            return req
+
+        pipe.next_request = next_request  # type: ignore[method-assign]  # (this pipeline's only)
+        try:
+            for t in range(14):
+                _round(pipe, t)
+        finally:
+            pipe.close()
+        return got, seen
+
+    import importlib
+
+    for mod_name, owner, attr, _label in bcm.STEPS:
+        holder = importlib.import_module(mod_name)
+        if owner:
+            holder = getattr(holder, owner)
+        assert hasattr(holder, attr), (mod_name, owner, attr)
+    plain, _ = bodies(None)
+    steps = bcm._StepRegions(monkeypatch.setattr)
+    wrapped, seen = bodies(steps)
+    assert wrapped == plain
+    last = seen[-1]  # a steady lane turn
+    main = ["appended since", "count new (history)", "request spliced", "record made", "request event"]
+    assert [x for x in last if x in main] == main, last
+    assert "turn closed" in last and len(set(last)) == len(last), last

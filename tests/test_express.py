@@ -522,10 +522,12 @@ def test_lane_turns_remember_the_stable_steps_without_copying_them(
     Before, each lane turn copied both step lists (a dict per step) and made an OptimizeResult. A trace
     still gets steps of its own: changing a read trace's steps leaves what the next turns remember (the
     general path remembers a copy of the steps it ran, not its trace's lists)."""
+    from engine import pipeline_express
     from engine.policy import lineage_carry
 
     lane = LaneTurns(monkeypatch)
     real_lineage = lineage_carry._Lineage
+    real_new = pipeline_express._new
     remembered: list[tuple[bool, Any]] = []
 
     def lineage(*a: Any) -> Any:
@@ -533,7 +535,14 @@ def test_lane_turns_remember_the_stable_steps_without_copying_them(
         remembered.append((lane.inside, got.stable))
         return got
 
+    def new(cls: Any, fields: Any) -> Any:  # (the lane makes its lineage by tuple.__new__, in C)
+        got = real_new(cls, fields)
+        if cls is real_lineage:
+            remembered.append((lane.inside, got.stable))
+        return got
+
     monkeypatch.setattr(lineage_carry, "_Lineage", lineage)
+    monkeypatch.setattr(pipeline_express, "_new", new)
     pipe = _steady_pipe(provider)
     try:
         for t in range(24):
