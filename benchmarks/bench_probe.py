@@ -194,7 +194,12 @@ each twin's journal appends (every event and the close's), which resolves what t
     .venv/bin/python benchmarks/bench_probe.py --twin foldbypass --untraced --rounds 2 --pairs 150 --pace 0.2 --settle 10 [--model-wait 0.2]
 
 (`foldappends`: the same clock with both twins on today's path, its A/A; --flush-ab's `bypass` tag does
-the same as foldbypass in its blocks: `--flush-modes agent,agent-bypass`.)
+the same as foldbypass in its blocks: `--flush-modes agent,agent-bypass`.) `foldlane`: the same clock, A's
+journal handing each event on as before probe51 (Journal.append, Pipeline._publish, publish()), B's by the
+journal's lane the probe ships (engine/probe/journal_lane.py: one call an event, a held one's part of
+publish() in line):
+
+    .venv/bin/python benchmarks/bench_probe.py --twin foldlane --untraced --rounds 2 --pairs 150 --pace 0.2 --settle 10
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):

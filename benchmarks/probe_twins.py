@@ -86,8 +86,11 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # before probe40), B's through the ring's u64 views (RingWriter.held_q, written_q).
         # foldbypass: likewise, B's journal putting each held kind in the probe's queue itself (no call into
         # the probe for it, no held mark, no note of the model's time: bypass_append, a prototype).
+        # foldlane: likewise, A's journal handing each event on through its subscriber (Journal.append,
+        # Sinks._publish, publish: as before probe51), B's through the journal's lane (engine.probe.journal_lane).
         ab = subject in (
-            "foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview", "foldbypass", "foldappends"
+            "foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview", "foldbypass", "foldappends",
+            "foldlane",
         )
         # foldfloor: the fold reader on B alone (as foldreader), B's publish() the floor of the agent's thread
         # sending it (see floor_publish): the least any restructuring of today's send could add.
@@ -126,7 +129,10 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # first touch that moves from a held event's publish to the close's is counted either way, and far
         # less noisy than the turn's whole (the same timing wrappers on both twins).
         in_appends = {id(a): [0], id(b): [0]}
-        if subject in ("foldbypass", "foldappends"):  # (foldappends: both today's, the A/A of that clock)
+        if subject == "foldlane":
+            for attr in ("append", "append_deferred"):
+                a[2].journal.__dict__.pop(attr)  # (A: the journal's own methods, its subscriber called)
+        if subject in ("foldbypass", "foldappends", "foldlane"):  # (foldappends: both today's, the A/A of that clock)
             bypass = bypass_append(b[2].journal, b[0]) if subject == "foldbypass" else b[2].journal.append
             for side, append in ((a, a[2].journal.append), (b, bypass)):
                 j = side[2].journal
@@ -215,7 +221,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         f"  {n} pairs of turns ({args.rounds} rounds of {args.pairs} after {args.warmup} + {args.settle}; seed {seed}), "
         f"{how}" + (f"; {spilled} pairs left out (a turn wrote to disk)" if spilled else "")
     )
-    if subject in ("foldbypass", "foldappends"):
+    if subject in ("foldbypass", "foldappends", "foldlane"):
         # (every timed turn, the pairs a spill left out included: the appends are not what spilled)
         diffs = [y - x for x, y in zip(appends[False], appends[True], strict=True)]
         print(

@@ -106,6 +106,11 @@ class Sinks(PipelineState):
             self.probe = _start_probe(hello, self.journal, redact, follow=bool(record))
         if self.recorder is not None or self.probe is not None:
             self.journal.subscribe(self._publish)
+        if self.recorder is None and self.probe is not None:
+            from engine.probe.journal_lane import install
+
+            # The probe is the one sink: each event goes to it one call deep, not three (journal_lane).
+            install(self.journal, self.probe)
 
     def _open_otel(self, otel: bool | None, redact: bool) -> None:
         """OpenTelemetry export, opt-in: `otel=True` or the standard OTEL_EXPORTER_OTLP_* variables. A
