@@ -70,7 +70,8 @@ attached inspector adds, agent and probe threads together), in one process:
     .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 [--untraced] [--recording]
 
 (the agent's thread inside the Pipeline's flushes is printed beside it: the probe's part of that thread,
-measured directly). The reader is, by default, what the inspector attaches to an agent's probe with
+measured directly; inside publish() and hold(), and from probe51 the journal's lane to the probe, which does
+publish()'s part for a fold client's held event itself, engine/probe/journal_lane.py). The reader is, by default, what the inspector attaches to an agent's probe with
 (`cp-inspect attach PID`, `top`'s Enter, `explain PID`, a run's later sessions: LiveSource(fold=True)): the
 live source on the fold stream, which rebuilds each turn's trace itself, so an agent that does not read its
 traces (--untraced) builds none for it. (`attach --record` asks for every turn whole, and `cp-inspect run`'s
@@ -200,6 +201,18 @@ journal's lane the probe ships (engine/probe/journal_lane.py: one call an event,
 publish() in line):
 
     .venv/bin/python benchmarks/bench_probe.py --twin foldlane --untraced --rounds 2 --pairs 150 --pace 0.2 --settle 10
+
+`foldunlooked` (the same clock; a prototype, not a path the probe ships): B's turn closes held back like the
+rest of its turn, as for a reader that has said it is not looking (paused, or on an older turn), so B
+sends a batch only when DEFER_EVENTS wait; A today's:
+
+    .venv/bin/python benchmarks/bench_probe.py --twin foldunlooked --untraced --rounds 2 --pairs 150 --pace 0.2 --settle 10
+
+`recordcost`: no reader on either twin, B recording (a `.cpsession` beside the runtime directory), A not:
+what writing the recording's format costs an agent that does not record, per turn (issue 15.4's "spool"
+an inspector could follow as it follows a recording; probe51: ~10x the live stream's cost, see its report):
+
+    .venv/bin/python benchmarks/bench_probe.py --twin recordcost --untraced --rounds 1 --pairs 150 --pace 0.2 --settle 10
 --model-wait S puts S seconds of sleep inside each turn, between its request and its usage (the model
 call, where a real agent waits; --pace is then the agent running its tool), so that the turn's close
 runs cold as it does in an agent (without it the close follows the request at once):

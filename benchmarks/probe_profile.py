@@ -171,6 +171,8 @@ def floor(args: argparse.Namespace) -> None:
 
     rt = Path(tempfile.mkdtemp(prefix="cpb-", dir="/tmp")) / "contextpipe"
     server, step, pipe = fresh_pipeline(args, rt, 0)
+    for name in ("append", "append_deferred"):  # (the journal's lane would not call publish with nobody attached)
+        vars(pipe.journal).pop(name, None)
     seen: list[dict[str, Any]] = []
     server.publish = lambda ev, frame=None: seen.append(ev)  # type: ignore[method-assign,assignment,misc]
     run_block(step, 0, args.warmup)

@@ -70,7 +70,15 @@ def twin(args: argparse.Namespace, subject: str) -> None:
     # Per twin, over the rounds: the sends on the agent's thread, and the closes it held back.
     sends = {"A": [0, 0], "B": [0, 0]}
     for rnd in range(args.rounds):
-        twins = [fresh_pipeline(args, rt, 2 * rnd), fresh_pipeline(args, rt, 2 * rnd + 1)]
+        # recordcost: no reader; B records (its Pipeline's record=), A does not: what writing the recording's
+        # format costs an agent's turn (a spool an inspector could follow, as it follows a recording).
+        recording = [args.recording, args.recording]
+        if subject == "recordcost":
+            recording[(rnd + seed) % 2 == 0] = True  # (the twin that will be B)
+        twins = [
+            fresh_pipeline(argparse.Namespace(**{**vars(args), "recording": recording[i]}), rt, 2 * rnd + i)
+            for i in range(2)
+        ]
         for t in range(args.warmup):
             for _, step, _ in twins:
                 step(t)
@@ -90,11 +98,11 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # Sinks._publish, publish: as before probe51), B's through the journal's lane (engine.probe.journal_lane).
         ab = subject in (
             "foldpath", "foldcoalesce", "foldlinger", "foldsender", "foldmarks", "foldview", "foldbypass", "foldappends",
-            "foldlane",
+            "foldlane", "foldunlooked",
         )
         # foldfloor: the fold reader on B alone (as foldreader), B's publish() the floor of the agent's thread
         # sending it (see floor_publish): the least any restructuring of today's send could add.
-        reader_of = "foldreader" if ab or subject == "foldfloor" else subject
+        reader_of = "foldreader" if ab or subject == "foldfloor" else "none" if subject == "recordcost" else subject
         # followvsfold: both twins record; A's inspector the fold reader (today's), B's the recording
         # follower (open_live): B - A is what following the recording saves the agent a turn.
         if subject == "followvsfold":
@@ -129,10 +137,17 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         # first touch that moves from a held event's publish to the close's is counted either way, and far
         # less noisy than the turn's whole (the same timing wrappers on both twins).
         in_appends = {id(a): [0], id(b): [0]}
+        if subject == "foldunlooked":
+            # A prototype of a reader that says it is not looking (paused, or on an older turn): B's closes
+            # held back like the rest of the turn, so B sends nothing until DEFER_EVENTS wait (or the
+            # reader asks: it sees them marked held). Not a path the probe ships.
+            from engine.probe.fold_send import _CLOSE
+
+            b[0]._defer_kinds = b[0]._fold_defer = b[0]._defer_kinds | _CLOSE
         if subject == "foldlane":
             for attr in ("append", "append_deferred"):
                 a[2].journal.__dict__.pop(attr)  # (A: the journal's own methods, its subscriber called)
-        if subject in ("foldbypass", "foldappends", "foldlane"):  # (foldappends: both today's, the A/A of that clock)
+        if subject in ("foldbypass", "foldappends", "foldlane", "foldunlooked"):  # (foldappends: both today's, the A/A of that clock)
             bypass = bypass_append(b[2].journal, b[0]) if subject == "foldbypass" else b[2].journal.append
             for side, append in ((a, a[2].journal.append), (b, bypass)):
                 j = side[2].journal
@@ -221,7 +236,7 @@ def twin(args: argparse.Namespace, subject: str) -> None:
         f"  {n} pairs of turns ({args.rounds} rounds of {args.pairs} after {args.warmup} + {args.settle}; seed {seed}), "
         f"{how}" + (f"; {spilled} pairs left out (a turn wrote to disk)" if spilled else "")
     )
-    if subject in ("foldbypass", "foldappends", "foldlane"):
+    if subject in ("foldbypass", "foldappends", "foldlane", "foldunlooked"):
         # (every timed turn, the pairs a spill left out included: the appends are not what spilled)
         diffs = [y - x for x, y in zip(appends[False], appends[True], strict=True)]
         print(
