@@ -71,7 +71,7 @@ from inspector.session_save import SessionSave
 from inspector.session_view import SPARK_TURNS, SPEEDS, SessionView
 from inspector.source_reader import SourceReader
 from inspector.sources import Source
-from inspector.status import status_parts, status_whole
+from inspector.status import status_lines, status_whole
 from inspector.step_timing import StepTiming
 from inspector.stepping import Stepping
 from inspector.tab_layout import TabLayout
@@ -187,6 +187,7 @@ class InspectorApp(App[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="root"):
             yield MarkupLine(id="status")
+            yield MarkupLine(id="status-where")  # (shown once an agent has ended, when the line above cuts where)
             with Horizontal(id="overview"):
                 yield PressurePanel(id="pressure")
                 yield TierPanel(id="tier")
@@ -216,6 +217,7 @@ class InspectorApp(App[None]):
         self._cache_panel = self.query_one("#cache", CacheLayoutPanel)
         self._skipped, self._strip = self.query_one("#skipped", SkippedPanel), self.query_one("#strip", TimelineStrip)
         self.manifest, self._status = self.query_one("#manifest", ManifestPanel), self.query_one("#status", MarkupLine)
+        self._status_where = self.query_one("#status-where", MarkupLine)  # where an ended agent's session is
         # The status line fits its parts to its width (status_parts): laid out at another, drawn again.
         self._status.on_width = lambda _width: self.update_status()
         # Hovering the status line shows what it cut (and the file or command it never shows whole).
@@ -327,11 +329,15 @@ class InspectorApp(App[None]):
         self._status_drawn = True
 
     def update_status(self) -> None:
-        parts = status_parts(
+        parts, where = status_lines(
             self.view, self.index, self.playing, self.speed, self.disconnected, self.failed, self.saved_to,
             self._status.content_region.width or None, saved_turns=self.saved_turns, save_on_quit=self.save_on_quit,
         )
         self._status.update(parts)  # a no-op when the parts are the same
+        if where is not None:
+            self._status_where.update(where)
+        if self._status_where.display != (where is not None):
+            self._status_where.display = where is not None
 
     def status_whole(self) -> list[str]:
         """The status line whole, when the terminal cuts it, and the source's file or command (status_whole)."""

@@ -83,6 +83,58 @@ def short_name(name: str, limit: int = NAME_CHARS, head_share: float = 0.5) -> s
     return middle_cut(name, limit, "…", head_share)
 
 
+def ended_where(
+    view: SessionView, saved_to: str | None, saved_turns: int | None = None, save_on_quit: str | None = None
+) -> tuple[str, str]:
+    """Where an ended agent's session is, as its banner says it: the wording with `{}` for the path, and
+    the path ("" when there is none: "press s to save")."""
+    # `saved_turns`: the turns the file `s` wrote holds (None: not known, as before). A save made while the
+    # agent ran holds the turns received by then: "saved to FILE" beside "400 turns kept", once the agent
+    # had ended, said the file held all 400 when it held the 386 of the save.
+    partial = saved_to is not None and saved_turns is not None and saved_turns < len(view.timeline)
+    kept = view.source.header.get("recording")
+    if saved_to and not partial:
+        return "saved to {}", saved_to
+    if kept:
+        return "recording kept at {}", one_line(str(kept))
+    if saved_to:
+        return f"{saved_turns} saved to {{}}; press s to save all", saved_to
+    if save_on_quit:
+        return "written to {} when you quit", save_on_quit
+    return "press s to save", ""
+
+
+def path_in(path: str, room: int) -> str:
+    """`path` in `room` cells: whole when it fits; else its directory shortened in the middle and the
+    file's name kept whole (what a person looks for, and types next); else the name itself shortened."""
+    if len(path) <= room:
+        return path
+    head, sep, name = path.rpartition("/")
+    if sep and len(name) + 1 + PATH_CHARS <= room:  # some of the directory: its start, "…", its end
+        return f"{short_name(head, room - len(name) - 1, head_share=2 / 3)}/{name}"
+    if sep and len(name) + 2 <= room:
+        return f"…/{name}"
+    return short_name(name, max(room, 1))
+
+
+def ended_where_line(
+    view: SessionView, saved_to: str | None, width: int, saved_turns: int | None = None,
+    save_on_quit: str | None = None,
+) -> str | None:
+    """The line under the status line that says where an ended agent's session is, when the status line
+    at `width` cells would show the path it names only cut: at 80 columns the banner read "Agent ended
+    by SIGKILL; kept at /tmp….cpsession", which said nothing of where the session went, and the toast
+    that said it whole went away after a few seconds. None when there is no path to name. Markup."""
+    form, path = ended_where(view, saved_to, saved_turns, save_on_quit)
+    if not path:
+        return None
+    if cell_len(form.format(path)) > width:  # "kept at": its ten cells go to the path (the banner above
+        form = form.removeprefix("recording ")  # says the agent ended, so what is kept is its recording)
+    said = form[0].upper() + form[1:]
+    room = width - cell_len(said.format(""))
+    return "[$text-muted]" + literal(said.format(path_in(path, room))) + "[/]"
+
+
 def status_markup(
     view: SessionView,
     index: int,
@@ -109,6 +161,7 @@ def status_parts(
     width: int | None = None,
     saved_turns: int | None = None,
     save_on_quit: str | None = None,
+    where_below: bool = False,
 ) -> tuple[Part, ...]:
     """The status line as MarkupLine parts: balanced markup fragments that repeat from step to step
     (parsed once each), and the turn's numbers as literal styled text (never parsed).
@@ -118,7 +171,9 @@ def status_parts(
     name shortened or left out, the turn before a disconnected agent's banner, the count left out last.
     At 40 columns a recording's name pushed the turn number off the edge.
     `save_on_quit`: the file `attach --record` writes what was received to when the inspector is left:
-    the end's banner said "press s to save" over a session that is saved anyway."""
+    the end's banner said "press s to save" over a session that is saved anyway.
+    `where_below`: a disconnected agent's banner leaves out where the session is (the file it names), which
+    the line under it says whole (ended_where_line)."""
     h, tl = view.source.header, view.timeline
     live = view.source.kind == "live"
     if live:
@@ -160,20 +215,11 @@ def status_parts(
     # `saved_turns`: the turns the file `s` wrote holds (None: not known, as before). A save made while the
     # agent ran holds the turns received by then: "saved to FILE" beside "400 turns kept", once the agent
     # had ended, said the file held all 400 when it held the 386 of the save.
-    partial = saved_to is not None and saved_turns is not None and saved_turns < len(tl)
     banner_path = ""  # the path the disconnected banner names (shortened in it when the line is too long)
     if disconnected is not None:
-        kept = h.get("recording")
-        if saved_to and not partial:
-            where, banner_path = "saved to {}", saved_to
-        elif kept:
-            where, banner_path = "recording kept at {}", one_line(str(kept))
-        elif saved_to:
-            where, banner_path = f"{saved_turns} saved to {{}}; press s to save all", saved_to
-        elif save_on_quit:
-            where, banner_path = "written to {} when you quit", save_on_quit
-        else:
-            where = "press s to save"
+        where, banner_path = ended_where(view, saved_to, saved_turns, save_on_quit)
+        if where_below:  # the line under this one says where, whole: the banner names no path
+            where, banner_path = "", ""
 
         # A `cp-inspect run`'s agent that finished (inspector.proxy_cli.agent_ended) is not one that went
         # away: "Agent disconnected" in red over a run that ended well read as a failure.
@@ -192,7 +238,7 @@ def status_parts(
             form = where.removeprefix("recording ") if short else where
             told = form.format(literal(path)) if banner_path else form
             kept_n = "" if short else f" — {counted(len(tl), 'turn')} kept"
-            return f"[bold $text on {colour}] {head}{kept_n}; {told} [/]"
+            return f"[bold $text on {colour}] {head}{kept_n}{'; ' if told else ''}{told} [/]"
 
         state = banner(banner_path)
     elif saved_to:
@@ -248,6 +294,35 @@ def status_parts(
     if _cells((start, *turn)) < width:
         return _model_fitted((start, *turn, rest), model, model_name, model_markup, width, implied)
     return _model_fitted((start, *turn[:2], rest), model, model_name, model_markup, width, implied)
+
+
+def status_lines(
+    view: SessionView,
+    index: int,
+    playing: bool,
+    speed: int,
+    disconnected: str | None,
+    failed: str | None,
+    saved_to: str | None,
+    width: int | None,
+    saved_turns: int | None = None,
+    save_on_quit: str | None = None,
+) -> tuple[tuple[Part, ...], str | None]:
+    """The status line's parts at `width`, and the line under it (markup; None: no such line): once the
+    agent has ended, where its session is, when the status line would show that path only cut. Then the
+    banner above names no path (it would say it twice)."""
+    parts = status_parts(view, index, playing, speed, disconnected, failed, saved_to, width, saved_turns,
+                         save_on_quit)
+    if disconnected is None or failed is not None or width is None:
+        return parts, None
+    path = ended_where(view, saved_to, saved_turns, save_on_quit)[1]
+    if not path or one_line(path) in assemble(parts).plain:
+        return parts, None
+    return (
+        status_parts(view, index, playing, speed, disconnected, failed, saved_to, width, saved_turns,
+                     save_on_quit, where_below=True),
+        ended_where_line(view, saved_to, width, saved_turns, save_on_quit),
+    )
 
 
 def _model_fitted(
@@ -310,7 +385,11 @@ def _disconnected_line(
         over = _cells(parts[: parts.index(f"  {mode}") + 1]) - width + 1
         if over <= 0:
             return parts
-        if not path or len(path) - over < least:
+        if not path:  # (a banner naming no path: without its count, which the turn's "(i/N)" says, the
+            # source's name may fit: "○ ENDED pid 27513.1  Agent ended by SIGKILL  turn 3 (4/4)")
+            shorter = (parts[0], banner(path, True), *parts[2:])
+            return shorter if _cells(shorter[: shorter.index(f"  {mode}") + 1]) < width else None
+        if len(path) - over < least:
             return None
         return (parts[0], banner(short_name(path, len(path) - over, head_share=1 / 3), False), *parts[2:])
 

@@ -85,12 +85,21 @@ async def test_a_disconnected_agents_banner_keeps_the_end_of_the_path_it_names(s
         assert cell_len(drawn) <= width - 2, drawn
         # The turn, its count and the play state always show; the banner gives way to them (tui27).
         assert "turn 29 (30/30)  ⏸ 1×" in drawn, drawn
-        if width >= 120:  # shortened in the middle: the file's name ends the banner (it was cut at the edge)
-            assert "Agent disconnected — 30 turns kept; recording kept at /home/" in drawn, drawn
-            assert "…" in drawn and ("hmallow-1343.cpsession " if width >= 200 else "1343.cpsession ") in drawn, drawn
-        else:  # after the turn and the play state, the short banner ("kept at": its ten cells go to the
-            # path), the path shortened to end inside the line (it was cut at the edge)
-            assert "Agent disconnected; kept at /home" in drawn and "….cpsession " in drawn, drawn
+        # The path, which the line would show only cut (at 80 columns "kept at /home….cpsession", naming
+        # nothing), is on a line of its own under it: the file's name whole, as much of its directory as
+        # fits. The banner names no path then (it would say it twice).
+        assert "Agent disconnected — 30 turns kept" in drawn and "kept at" not in drawn, drawn
+        where = app.query_one("#status-where", MarkupLine)
+        assert where.display
+        below = where.render_line(0).text.rstrip()
+        assert cell_len(below) <= width - 2, below
+        assert below.endswith(f"/{LONG}"), below
+        if width >= 200:  # room for all of it
+            assert below == f"Recording kept at {KEPT}", below
+        elif width >= 100:  # the directory's start and end
+            assert below.startswith("Kept at /home/someone/") and "…" in below, below
+        else:
+            assert below == f"Kept at …/{LONG}", below
         # The path whole: in the status line's tooltip and in `?`.
         assert f"recording kept at {KEPT} " in "\n".join(app.status_whole())
         assert f"recording kept at {KEPT}" in str(app.query_one("#status", MarkupLine).tooltip)
@@ -191,7 +200,8 @@ async def test_the_alerts_cursor_stays_in_view_when_focus_draws_the_border() -> 
 async def test_a_saved_path_in_the_banner_at_80_columns_keeps_its_end() -> None:
     """At 80 columns the banner has ~13 cells left for the path `s` saved to: it was cut at the edge
     ("saved to /tmp/tui26/saved-d"), then, shortened to 16 cells it did not have, cut again at the edge
-    ("/tmp/tu…psessio…"). Now shortened to the room there is, its end kept."""
+    ("/tmp/tu…psessio…"). Then shortened to the room there is, its end kept; now it is whole, on the line
+    under the status line (the path the banner would have cut)."""
     app = InspectorApp(SyntheticSource(30, live=True, initial=20, delay=0.01))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
@@ -201,8 +211,9 @@ async def test_a_saved_path_in_the_banner_at_80_columns_keeps_its_end() -> None:
         await settle(pilot)
         drawn = _drawn(app)
         assert cell_len(drawn) <= 78, drawn
-        banner = drawn.split("saved to ", 1)[1]
-        assert "…" in banner and banner.split("…")[-2].endswith("cpsession "), drawn  # its end, then the edge's
+        assert "saved to" not in drawn and "Agent disconnected" in drawn, drawn
+        below = app.query_one("#status-where", MarkupLine).render_line(0).text.rstrip()
+        assert below == "Saved to /tmp/tui26/saved-demo.cpsession", below
         assert "saved to /tmp/tui26/saved-demo.cpsession" in "\n".join(app.status_whole())
 
 

@@ -31,6 +31,12 @@ def status_text(app: InspectorApp) -> str:
     return str(app.query_one("#status", MarkupLine).render())
 
 
+def where_text(app: InspectorApp) -> str:
+    """The line under the status line that says where an ended agent's session is ("" when not shown)."""
+    where = app.query_one("#status-where", MarkupLine)
+    return str(where.render()) if where.display else ""
+
+
 def screen_text(app: InspectorApp) -> str:
     """What is on screen, as plain text lines (the compositor's render of every visible widget)."""
     return "\n".join(line.text for line in app.screen._compositor.render_update(full=True).strips)  # type: ignore[union-attr]
@@ -210,23 +216,25 @@ async def test_disconnect_says_where_the_session_is_kept(tmp_path: Path) -> None
     app = InspectorApp(src)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        # At 120 columns the line shortens the path to leave the turn and play state on screen: the whole
-        # path is in the status line's tooltip and `?` (status_whole).
+        # At 120 columns the line leaves the agent's pid out for the path and the turn and play state
+        # (a longer path goes on the line under it: tests/tui/test_cut_lines.py); whole in the tooltip and `?`.
         assert "recording kept at /data/agent-run.cpsession" in "\n".join(app.status_whole())
-        assert "recording kept at /data/a" in status_text(app) and "turn 29 (30/30)  ⏸ 1×" in status_text(app)
+        assert "recording kept at /data/agent-run.cpsession   turn 29 (30/30)  ⏸ 1×" in status_text(app)
+        assert where_text(app) == ""
         assert "press s" not in status_text(app)
     src2 = SyntheticSource(30, live=True, initial=20)
     app2 = InspectorApp(src2)
     async with app2.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert "press s to save" in status_text(app2)
+        assert not app2.query_one("#status-where", MarkupLine).display  # no path to name: no such line
         out = tmp_path / "saved.cpsession"
         app2.save_worker(str(out))
         await settle(pilot)
-        # pytest's tmp path may be longer than 120 columns leave it: then shortened in the middle, its end
-        # kept, and whole in the status line's tooltip and the help screen (tests/tui/test_cut_lines.py).
-        shown = status_text(app2)
-        assert "saved to /" in shown and "saved.cpsession " in shown, shown
+        # The path on the line under the status line, whole when it fits (pytest's tmp path may not: then
+        # shortened in the middle, the file's name whole), and whole in the tooltip and the help screen.
+        shown = where_text(app2)
+        assert shown.startswith(("Saved to /", "Kept at /")) and shown.endswith("/saved.cpsession"), shown
         assert f"saved to {out}" in "\n".join(app2.status_whole())
         assert "press s to save" not in status_text(app2)
 

@@ -17,7 +17,7 @@ from inspector.sources.file import FileSource
 from inspector.sources.synthetic import SyntheticSource
 from panels.markup_line import MarkupLine
 from tests.tui.conftest import settle
-from tests.tui.test_hardening import DEMO
+from tests.tui.test_hardening import DEMO, where_text
 
 
 def _drawn(app: InspectorApp) -> str:
@@ -58,12 +58,12 @@ async def test_a_disconnected_agents_banner_gives_way_to_the_turn_and_play_state
         await pilot.pause()
         drawn = _drawn(app)
         assert "(1/12)  ▶ playing 1×" in drawn or "(2/12)  ▶ playing 1×" in drawn, drawn
-        # the banner still says the agent is gone and where its recording is (its path shortened in the
-        # middle, the file's name kept), the path whole in the tooltip and `?`
-        assert "Agent disconnected — 12 turns kept; recording kept at /tmp/" in drawn, drawn
+        # the banner still says the agent is gone, and where its recording is is on the line under it,
+        # whole (the line shortened the path in the middle), as in the tooltip and `?`
+        assert "Agent disconnected — 12 turns kept" in drawn, drawn
+        assert where_text(app) == "Recording kept at /tmp/cp-demo-op4d99m9/demo.cpsession"
         # and the line no longer calls it live (it read "● LIVE pid 24251  Agent disconnected ...")
         assert drawn.startswith("○ ENDED ") and "LIVE" not in drawn, drawn
-        assert "…" in drawn and "demo.cpsession " in drawn, drawn
         assert "recording kept at /tmp/cp-demo-op4d99m9/demo.cpsession" in "\n".join(app.status_whole())
 
 
@@ -272,8 +272,8 @@ async def test_a_demo_whose_agent_failed_says_how_and_where_its_output_is(tmp_pa
 @pytest.mark.parametrize("width", [80, 100])
 async def test_the_demos_end_at_80_and_100_columns_names_its_recording(width: int) -> None:
     """`cp-inspect demo` run to its end at 80 columns read "Agent exited; recording kept at /tm…psession":
-    a path cut to nothing. The short banner says "kept at" and, with little room, the file's name; at 100
-    columns the long banner cut the path to "/tmp/….cpsession" where the short one has room for all of it."""
+    a path cut to nothing; then "kept at …/demo.cpsession", the file's name without the directory a person
+    needs to open it again. The path is whole on the line under the status line."""
     from inspector.messages import SourceDisconnected
     from inspector.status import FINISHED
 
@@ -287,8 +287,11 @@ async def test_the_demos_end_at_80_and_100_columns_names_its_recording(width: in
         await settle(pilot)
         drawn = _drawn(app)
         assert "turn 11 (12/12)" in drawn, drawn
-        shown = kept if width == 100 else "…/demo.cpsession"
-        assert f"Agent exited; kept at {shown} " in drawn, drawn
+        if width == 100:  # room for it whole in the short banner
+            assert f"Agent exited; kept at {kept} " in drawn and where_text(app) == "", drawn
+        else:
+            assert "Agent exited — 12 turns kept" in drawn and "kept at" not in drawn, drawn
+            assert where_text(app) == f"Recording kept at {kept}"
 
 
 async def test_a_session_whose_serving_process_ended_says_session_ended() -> None:

@@ -15,7 +15,7 @@ async def test_a_step_builds_the_status_line_once(replay_source: SyntheticSource
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # Before: watch_index built the status parts and go() built them again to find them unchanged.
     built: list[int] = []
-    original = app_module.status_parts
+    original = app_module.status_lines
 
     def counted(*args: object, **kwargs: object) -> object:
         built.append(1)
@@ -24,7 +24,7 @@ async def test_a_step_builds_the_status_line_once(replay_source: SyntheticSource
     app = InspectorApp(replay_source, start_turn=10)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
-        monkeypatch.setattr(app_module, "status_parts", counted)
+        monkeypatch.setattr(app_module, "status_lines", counted)
         status = app.query_one("#status", MarkupLine)
         for key, turn in [("right", 11), ("left", 10), ("end", 39), ("home", 0)]:
             built.clear()
