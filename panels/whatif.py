@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
+from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import MountError, Widget
@@ -22,7 +23,7 @@ from engine.whatif import GATE_KEYS, PROVIDERS, THRESHOLD_KEYS, Overrides
 from panels.fmt import literal, tok
 from panels.keys import STEP_KEYS
 from panels.slider import Slider
-from panels.whatif_compare import compare
+from panels.whatif_compare import NOTE_HEAD, compare
 from panels.whatif_session import session_view
 
 SHORT = {"trim_schemas": "trim", "compact_history": "compact", "aggressive_prune": "prune"}
@@ -129,6 +130,7 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
         self._mounting = False  # a piece is being mounted
         self._stale = False  # a step set `trace` while the panel was hidden: `sync` catches up
         self._reveal_pending = False  # a new answer is shown and its laid-out size not seen yet
+        self._shown: Content | None = None  # the re-plan's comparison shown (None: the hint, or session mode)
         self._received: int | None = None  # the turns the app holds (set_received)
 
     def add_controls(self, pace: Callable[[Callable[[], None]], None] | None = None) -> None:
@@ -316,6 +318,7 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
         text = compare(*result, self.compacted_at) if result else HINT
         shown = self.query_one("#whatif-result", Static)
         shown.update(text)
+        self._shown = text if isinstance(text, Content) else None
         self._reveal_pending = bool(result)
         if result:
             # After the next refresh, and again once the answer is laid out (ResultText.Resized): the
@@ -335,9 +338,32 @@ class WhatIfPanel(VerticalScroll, can_focus=False):
         """Scroll the answer into view only when too little of it shows (a short pane): with room to spare
         the sliders stay where the person is adjusting them."""
         shown = self.query_one("#whatif-result", Static)
+        note = self._note_rows(shown.size.width)
+        if note is not None:
+            # "tokens sent ±0" and the note under it that says why, in view together: at 80x24 (a pane of
+            # ~6 rows) the answer's top showed the tokens sent and left the note below the fold.
+            start, end = note
+            y = shown.virtual_region.y + shown.styles.padding.top  # the answer's first row, in the pane
+            top, bottom, rows = y + start - 1, y + end, self.scrollable_content_region.height
+            if not self.scroll_y <= top < bottom <= self.scroll_y + rows:  # not all in view: the note's end
+                # at the pane's foot, as much above it as fits (the tokens sent row at least)
+                self.scroll_to(y=max(0, min(top, bottom - rows)), animate=False, immediate=True)
+            return
         visible = self.region.intersection(shown.region).height
         if visible < min(shown.region.height, 8):
             self.scroll_to_widget(shown, animate=False, top=True)
+
+    def _note_rows(self, width: int) -> tuple[int, int] | None:
+        """The rows of the answer (laid out `width` cells wide) the carried-cut note takes, from its first
+        to the one after its last; None when the answer has no such note."""
+        if self._shown is None or width <= 0:
+            return None
+        lines = [line.plain for line in self._shown.wrap(width)]
+        start = next((i for i, line in enumerate(lines) if line.startswith(NOTE_HEAD)), None)
+        if start is None:
+            return None
+        end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+        return start, end
 
     def watch_session(self, session: bool) -> None:
         # The comparison goes first in session mode, so a short terminal shows it without scrolling.

@@ -19,15 +19,19 @@ def _saved(t: Trace) -> int:
     return sum(int(a.get("tokens_saved") or 0) for a in t.get("actions") or ())
 
 
+NOTE_HEAD = "History stays compacted:"  # the carried-cut note's first words (WhatIfPanel finds it by them)
+
+
 def carried_note(omitted: int, compacted_at: int | None) -> str:
     """Why the history of a turn after a compaction does not grow back under a wider window, and what
     would show it without the cut. Widening the window there left "tokens sent" unchanged, with no word
     why."""
     at = f"at turn {compacted_at} " if compacted_at is not None else ""
-    before = f" or go to a turn before {compacted_at}" if compacted_at is not None else ""
-    return (f"[$warning]History stays compacted:[/] the cut made {at}({tok(omitted)} tokens left out) is "
-            "the session's state, which a re-plan of this turn keeps under any setting. To see the "
-            f"session without it, press [b]W[/b] (the whole session re-run under these settings){before}.")
+    before = f", or go to a turn before {compacted_at}" if compacted_at is not None else ""
+    # Three lines at 80 columns (it was four, and under four other rows: below the pane's fold at 80x24).
+    return (f"[$warning]{NOTE_HEAD}[/] a re-plan of this turn keeps the cut made {at}({tok(omitted)} "
+            f"tokens left out) under any setting. Press [b]W[/b] to re-run the whole session under these "
+            f"settings{before}.")
 
 
 def compare(actual: Trace, whatif: Trace, compacted_at: int | None = None) -> Content:
@@ -48,16 +52,17 @@ def compare(actual: Trace, whatif: Trace, compacted_at: int | None = None) -> Co
     row("pressure (pred.)", f"{actual['pressure']['predictive']:.2f}", f"{whatif['pressure']['predictive']:.2f}")
     diff = whatif["final_tokens"] - actual["final_tokens"]
     row("tokens sent", tok(actual["final_tokens"]), tok(whatif["final_tokens"]), f"[bold]{signed(diff)}[/]")
+    carried = carried_cut(actual, whatif)
+    if carried is not None:  # right under "tokens sent ±0", which it explains (WhatIfPanel shows the two
+        # together in a short pane)
+        rows.append(carried_note(carried, compacted_at))
+        rows.append("")
     row("tokens saved", tok(_saved(actual)), tok(_saved(whatif)), f"{signed(_saved(whatif) - _saved(actual))}")
     row("cacheable prefix", tok(actual["cacheable_prefix_tokens"]), tok(whatif["cacheable_prefix_tokens"]))
     am = [m["section"] for m in actual.get("markers") or []]
     wm = [m["section"] for m in whatif.get("markers") or []]
     moved = "same" if am == wm else f"[$warning]moved: {literal(', '.join(wm) or 'none')}[/]"
     row("markers", str(len(am)), str(len(wm)), moved)
-    carried = carried_cut(actual, whatif)
-    if carried is not None:  # right under "tokens sent ±0", which it explains
-        rows.append("")
-        rows.append(carried_note(carried, compacted_at))
     rows.append("")
     rows.append(f"[$text-muted]{'section':<17}{'actual':>7} {'what-if':>7}  change[/]")
     wsec = {s["id"]: s for s in whatif["sections"]}

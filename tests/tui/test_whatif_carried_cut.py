@@ -37,10 +37,39 @@ async def test_a_wider_window_after_a_compaction_says_the_history_stays_compacte
     assert "window (provider) 10k 20k" in shown, shown
     assert "tokens sent 3.1k 3.1k ±0" in shown, shown  # what left the person without a word why
     assert (
-        "History stays compacted: the cut made at turn 17 (7.3k tokens left out) is the session's state, "
-        "which a re-plan of this turn keeps under any setting. To see the session without it, press W "
-        "(the whole session re-run under these settings) or go to a turn before 17."
+        "tokens sent 3.1k 3.1k ±0 History stays compacted: a re-plan of this turn keeps the cut made at turn "
+        "17 (7.3k tokens left out) under any setting. Press W to re-run the whole session under these "
+        "settings, or go to a turn before 17."
     ) in shown, shown
+
+
+def _screen(app: InspectorApp) -> list[str]:
+    """What is on screen, as plain text lines."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+async def test_the_note_is_on_screen_beside_tokens_sent(size: tuple[int, int]) -> None:
+    """At 80x24 (a What-if pane of six rows) the answer showed "tokens sent ... ±0" on its last row and the
+    note that says why four rows below it: a person saw the window widen and nothing move. The row and the
+    whole note are on screen together, at every size."""
+    app = InspectorApp(FileSource(DEMO), theme="cp-dark", start_turn=20)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("w")
+        await settle(pilot)
+        await pilot.press("w", "shift+right")
+        await settle(pilot)
+        pane = app.query_one("#whatif").scrollable_content_region  # (the What-if pane's part of each row)
+        shown = _screen(app)[pane.y: pane.bottom]
+        rows = [" ".join(row[pane.x: pane.right].split()) for row in shown]
+        at = next((i for i, row in enumerate(rows) if row.startswith("tokens sent 3.1k 3.1k ±0")), None)
+        assert at is not None, "\n".join(rows)
+        note = " ".join(rows[at + 1:])
+        assert note.startswith("History stays compacted: a re-plan of this turn keeps the cut made at turn 17"), note
+        assert "or go to a turn before 17." in note, "\n".join(rows)
+        if size == (80, 24):  # the rows that say what moved, above it
+            assert rows[at - 2].startswith("window (provider) 10k 20k"), "\n".join(rows)
 
 
 async def test_w_from_there_re_runs_the_session_with_fewer_compactions() -> None:
