@@ -45,6 +45,16 @@ class TabLayout:
             if details.active == tab and whatif.focus_first_slider():
                 return  # `w` on the shown What-if tab: its first slider takes the arrows (Esc gives them back)
             whatif.sync()
+        focused = app.focused
+        if tab != details.active and focused is not None and details.get_pane(details.active) in focused.ancestors:
+            # A control of the pane about to be hidden (a What-if slider) has focus: hidden, Textual gave
+            # focus to the next control of that pane and the tabs showed that pane again, so `m` (or c, k,
+            # a) with a slider focused only moved to the next slider. The manifest takes focus first, as
+            # Esc gives it (←/→ step turns again).
+            if app.manifest.display:
+                app.manifest.focus()
+            else:
+                app.set_focus(None)
         details.active = tab
         if self.short:  # the tab has no rows beside the rest on a short terminal: it takes the screen
             self.set_zoom(True)
