@@ -24,7 +24,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 # Fixed widths for columns whose content changes, so a new value never re-measures the table.
 WIDTHS = {"target": 9, "model": 18, "turn": 5, "pressure": 5, "tier": 15, "hit_recent": 6, "hit": 4,
-          "cost": 9, "alerts": 6, "rate": 7, "state": 9}  # ("no socket")
+          "cost": 9, "alerts": 6, "rate": 7, "state": 10}  # ("agent gone": at 9 it read "agent gon")
 SORT_KEYS = tuple(k for k, _ in COLUMNS if k != "command")
 # Which columns stay when the table is narrower than all of them, most wanted first: at 80 columns the
 # whole row is 122 cells wide, and COST $ (the default sort) and STATE were past the right edge, behind

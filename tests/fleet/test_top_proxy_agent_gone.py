@@ -85,8 +85,17 @@ def test_a_proxy_conversation_whose_agent_exited_is_not_shown_live(proxy_url: st
                 await pilot.pause()
             return state, summary, app.return_value
 
+        async def drawn() -> str:
+            """The row as drawn at 80 columns (its STATE column, 9 cells, read "agent gon")."""
+            app = TopApp(watcher, refresh_s=0.2)
+            async with app.run_test(size=(80, 12)) as pilot:
+                await pilot.pause(0.5)
+                return app.query_one(FleetTable).render_line(1).text
+
         state, summary, picked = asyncio.run(shown())
         assert state == AGENT_GONE, state
+        row_drawn = asyncio.run(drawn())
+        assert f" {AGENT_GONE} " in f"{row_drawn} ", row_drawn
         assert summary.startswith("0 live agents, 1 ended"), summary
         assert picked == f"{pid}.1"
     finally:
