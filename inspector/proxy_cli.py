@@ -166,7 +166,10 @@ def proxy(
     typer.echo(f"  (or `cp-inspect run -- your-agent ...` sets these for you)  {BANNER_END}")
     if state_file is not None:
         _write_state(state_file, {"url": url, "pid": os.getpid(), "record_dir": str(record_dir)})
-    stop = _wait_for_signal()
+    # `run`'s proxy (the state file is run's) is its own session, so no signal reaches it when run itself
+    # is killed (SIGKILL, an OOM kill): it served on, for no one, its sessions listed as live by `ps` and
+    # `top` and their recordings never closed. It stops when run is gone.
+    stop = _wait_for_signal(os.getppid() if state_file is not None else None)
     server.stop()
     rec.close()
     summary = [
@@ -216,7 +219,14 @@ def _write_state(path: Path, obj: dict[str, Any]) -> None:
     os.replace(tmp, path)  # the reader never sees half a file
 
 
-def _wait_for_signal() -> str:
+# How often a proxy started by `run` looks whether run is still its parent.
+PARENT_CHECK_S = 0.5
+PARENT_GONE = "cp-inspect run ended"  # (the proxy log's "proxy stopped (...)")
+
+
+def _wait_for_signal(parent: int | None = None) -> str:
+    """Wait for SIGINT, SIGTERM or SIGHUP and say which came; with `parent`, also until this process's
+    parent is no longer that pid (it ended, and this process was handed to another)."""
     got: list[str] = []
 
     def handler(signum: int, _frame: Any) -> None:
@@ -225,7 +235,12 @@ def _wait_for_signal() -> str:
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, handler)
     while not got:
-        signal.pause() if hasattr(signal, "pause") else time.sleep(0.5)
+        if parent is not None:
+            if os.getppid() != parent:
+                return PARENT_GONE
+            time.sleep(PARENT_CHECK_S)
+        else:
+            signal.pause() if hasattr(signal, "pause") else time.sleep(0.5)
     return got[0]
 
 
