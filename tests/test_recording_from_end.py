@@ -155,3 +155,29 @@ def test_a_tail_naming_a_wrong_stream_start_is_scanned_whole(where: str, tmp_pat
     with pytest.raises(RecordingError) as quick:
         RecordingReader.open(path, from_end=True)
     assert quick.value.offset == whole.value.offset and "checksum" in str(quick.value)
+
+
+def test_a_chunk_lost_to_an_interrupt_leaves_the_next_one_a_stream_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the first chunk was written (salvage's writer, say): close() wrote the rest as a
+    chunk of a stream with no start (IndexError since the chunks name their stream's start)."""
+    path = tmp_path / "interrupted.cpsession"
+    w = RecordingWriter(path, HEADER)
+    real = os.write
+    calls = [0]
+
+    def interrupted(fd: int, data: bytes) -> int:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise KeyboardInterrupt
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _append_turns(w, range(1))
+    monkeypatch.setattr(os, "write", real)
+    _append_turns(w, range(1, 3))
+    w.close()
+    with RecordingReader.open(path) as r:
+        assert r.turn_numbers() == [1, 2] and r.turn(2)["trace"]["final_tokens"] == 102

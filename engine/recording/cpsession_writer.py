@@ -283,7 +283,8 @@ class RecordingWriter:
         if not self._buf:
             return
         raw = b"".join(self._buf)
-        start = self._zc is None or self._stream_raw >= STREAM_RESET_RAW
+        # (No stream written yet with a compressor already made: its start chunk was lost to an interrupt.)
+        start = self._zc is None or self._stream_raw >= STREAM_RESET_RAW or not self._streams
         if start:
             self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
             self._stream_raw = 0
@@ -301,7 +302,7 @@ class RecordingWriter:
         chunk[K_STREAM_AT] = struct.pack(">Q", pos if start else self._streams[-1])
         try:
             self._write(self._encode(chunk))
-        except (RecordingError, FrameError):
+        except BaseException:  # (a write refused, a chunk too large, or Ctrl-C in the middle)
             self._zc = None  # the stream's state includes the lost chunk: the next chunk starts afresh
             raise
         if start:
