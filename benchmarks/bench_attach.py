@@ -7,7 +7,8 @@ result of a few lines, as bench_live_search's agent) runs N turns and waits, its
 footer (the writer still at work): the file a follower finds. Each round starts one inspector process per
 tree, alternating which goes first, that attaches to its tree's agent and reports its own CPU (thread
 time of the attaching thread, and process time beside it) and wall time for open_live and the first
-chunk, after its imports; and the bytes its reader read. Up to session 50 a footerless recording was
+chunk, after its imports (the chunk with the collector held off, as `attach` runs the app: startup_gc;
+with it on, 50,000 turns' stand-ins cost ~90 ms more of collections); and the bytes its reader read. Up to session 50 a footerless recording was
 scanned whole (every chunk frame read and decoded) on attach; from session 51 it is read from its end
 (engine/recording/cpsession_index.py, _scan_from_end).
 
@@ -51,11 +52,14 @@ def agent(turns: int, path: str) -> None:
 
 def attach(pid: int) -> None:
     """One attach, timed after the imports: its figures as one JSON line."""
+    from inspector import startup_gc
     from inspector.sources.live_recording import RecordingFollower, open_live
 
     c0, p0, w0 = time.thread_time(), time.process_time(), time.perf_counter()
     src, why = open_live(pid, timeout=30)
+    startup_gc.hold()  # (as `attach` runs the app: the collector off until its first frame with data)
     chunk = next(iter(src.load_chunks()))
+    startup_gc.release(freeze=False)
     c1, p1, w1 = time.thread_time(), time.process_time(), time.perf_counter()
     followed = isinstance(src, RecordingFollower)
     out = {

@@ -66,7 +66,7 @@ def scan_source(source: Source) -> Source:
 
 def stream_for(source: Source) -> SentStream | JournalStream | None:
     """A one-pass stream of the builds: a finished recording's (SentStream, a reader of its own), a
-    followed recording's or a live agent's journal as read so far (JournalStream; the one the source
+    followed recording's (RecordingStream, likewise) or a live agent's journal as read so far (JournalStream; the one the source
     keeps from attach, `search_index`, when it has one: see arrival_index); None for a source that
     keeps no journal (synthetic: read turn by turn)."""
     from inspector.sources.file import FileSource
@@ -75,7 +75,11 @@ def stream_for(source: Source) -> SentStream | JournalStream | None:
     if isinstance(standing, JournalStream):
         return standing
     if isinstance(source, FileSource):
-        return JournalStream(source) if source.follow_file else SentStream(source.path)
+        if source.follow_file:  # (each request decided from a reader of its own: followed_search.py)
+            from inspector.followed_search import RecordingStream
+
+            return RecordingStream(source, source.path, standing=False)
+        return SentStream(source.path)
     if (
         source.kind == "live"
         and hasattr(source, "replayer")

@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.recording.cpsession import RecordingReader
 from inspector.content_search import JournalStream, Sections
+
+if TYPE_CHECKING:
+    from engine.pipeline import Built
 
 # Turns a follower indexes between two looks at its file: ~30-50 ms of its thread's CPU at a time.
 INDEX_BATCH = 100
@@ -34,8 +37,10 @@ class RecordingStream(JournalStream):
     """The content search's stream of a followed recording (see the module docstring). `source`: the
     RecordingFollower (its `reach_live` after a fall-back); `path`: its file, opened here again."""
 
-    def __init__(self, source: Any, path: str | Path) -> None:
-        super().__init__(source, standing=True)
+    def __init__(self, source: Any, path: str | Path, *, standing: bool = True) -> None:
+        """`standing`: the source's own (a follower's, for the session); False: a scan's (`replay
+        --follow`'s: content_search.stream_for), closed with it."""
+        super().__init__(source, standing=standing)
         self.path = path
         self.reader: RecordingReader | None = None  # opened when the first turn is indexed
         self._first: Iterator[tuple[int, dict[str, Any]]] | None = None
@@ -51,9 +56,15 @@ class RecordingStream(JournalStream):
     def sections_of(self, turn: int) -> Sections | None:
         got = self.turns.get(turn)
         if got is None and self.past < turn:
-            self._index(lambda t: t >= turn)
+            self.build_of(turn)
             got = self.turns.get(turn)
         return got
+
+    def build_of(self, turn: int) -> Built | None:
+        """The file read on through turn `turn`, each request on the way decided and indexed (`turns`):
+        no Built is made, so None."""
+        self._index(lambda t: t >= turn)
+        return None
 
     def index_ahead(self, most: int = INDEX_BATCH) -> int:
         """Index up to `most` more turns of what the file holds (the follower's thread, holding

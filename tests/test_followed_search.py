@@ -145,3 +145,23 @@ def test_the_stream_goes_on_as_the_file_grows(tmp_path: Path) -> None:
     )
     pipe.close()
     stream.close()
+
+
+def test_replay_follow_searches_the_file_through_the_same_stream(tmp_path: Path) -> None:
+    """`replay --follow FILE` (a FileSource following a file, no agent): its scans take a RecordingStream
+    of their own (content_search.stream_for), closed with the scan, and find what a closed file's do."""
+    from inspector.sources.file import FileSource
+
+    path = _compacting(tmp_path / "c.cpsession")
+    src = FileSource(path, follow=True)
+    turns = [t["turn"] for c in src.load_chunks() for t in c.traces]
+    scan = ContentScan("mark-3", src)
+    scan.open_for(src)
+    assert isinstance(scan.stream, RecordingStream) and not scan.stream.standing
+    scan.scan_to(turns, lambda: False)
+    want = ContentScan("mark-3", None, SentStream(path))  # type: ignore[arg-type]
+    want.scan_to(turns, lambda: False)
+    assert scan.changes == want.changes and scan.changes
+    scan.close()
+    want.close()
+    src.close()
