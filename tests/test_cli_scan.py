@@ -276,9 +276,11 @@ def test_headless_demo_is_attachable_and_dies_with_its_parent(tmp_path: Path, si
         first = proc.stdout.readline()
         assert f"recording to {rec}" in first, first
         agent = int(first.split("demo agent pid ", 1)[1].split(",")[0])
-        assert _wait_for(lambda: any(a.pid == agent for a in list_agents())), "the agent never served its probe"
         line = proc.stdout.readline()
         assert "attach" in line and str(agent) in line
+        # Said once the agent serves its probe: `cp-inspect attach PID` run at once said the demo's agent "is
+        # not serving the probe ... start the agent with serve=True", and `ps` listed none.
+        assert any(a.pid == agent for a in list_agents()), "the demo said how to attach before its agent served"
         res = CliRunner().invoke(app, ["explain", str(agent), "--format", "json"])  # attachable from elsewhere
         assert res.exit_code in (0, 1), res.output
         turns = [proc.stdout.readline() for _ in range(2)]
