@@ -134,7 +134,7 @@ class Building(Planning):
         m = self.measure
         summarizer = self._summarize if (self.summarizer is not None or self.summaries) else None
 
-        back = self._edit_back()
+        back = self._edit_back(cfg)
 
         def make_ctx(p: Plan) -> OptimizeContext:
             # Positional, in field order (plan, limits, policy, measure, spill, summarizer, latch_flipped):
@@ -208,14 +208,17 @@ class Building(Planning):
             spill=self.spill,
             summarizer=self._summarize if (self.summarizer is not None or self.summaries) else None,
             latch_flipped=bool(self.flipped),
-            edit_back=self._edit_back(),
+            edit_back=self._edit_back(cfg),
         )
 
-    def _edit_back(self) -> int:
+    def _edit_back(self, cfg: PipelineConfig) -> int:
         """OptimizeContext.edit_back: the newest message the agent edited, counted from the end of the
-        conversation this turn sends (the pending parts close into its last message), 0: none."""
+        conversation this turn sends (the pending parts close into its last message), 0: none (or a
+        policy before cost_aware's revision 3, which places no breakpoint after it)."""
         f = self._edit_frontier
-        return 0 if f < 0 else len(self.history) + (1 if self.pending else 0) - f
+        if f < 0 or cfg.policy.revision < 3:
+            return 0
+        return len(self.history) + (1 if self.pending else 0) - f
 
     def _plan_shadow(self, bound: dict[str, dict[str, Any]], live: Built) -> dict[str, Any]:
         """The candidate's plan of this turn, as a `shadow` event. Built before the request event folds

@@ -50,7 +50,7 @@ def simulate(
         str | None,
         typer.Option(
             help="Engine policy for the pipeline column: cost_aware (default), wave1, or "
-            "'cost_aware:target=0.25,trigger=1.0,horizon=1.0,early=on,revision=2'."
+            "'cost_aware:target=0.25,trigger=1.0,horizon=1.0,early=on,revision=3'."
         ),
     ] = None,
     no_calibrate: Annotated[

@@ -183,3 +183,31 @@ def test_edit_item_is_the_edited_message_where_it_is_sent() -> None:
     assert edit_item(conv, SimpleNamespace(edit_back=1, task_marker=True)) == -1  # type: ignore[arg-type]
     assert edit_item(conv, SimpleNamespace(edit_back=0, task_marker=True)) == -1  # type: ignore[arg-type]
     assert edit_item(conv, SimpleNamespace(edit_back=5, task_marker=False)) == -1  # type: ignore[arg-type]
+
+
+def _marks_and_decisions(policy: str, edits: dict[int, str]) -> list[tuple[int, str, bool]]:
+    """Turn by turn from 24: (the request's cache breakpoints, the decision, its agent_resends said)."""
+    pipe = make(12_000, policy)
+    out = []
+    for k in range(30):
+        if k in edits:
+            assert pipe.edit_result(edits[k], "[old output omitted]")
+        req = pipe.next_request()
+        d = req.trace["compaction"]
+        out.append((req.bytes.count(b'"cache_control"'), d["decision"], "agent_resends" in d))
+        pipe.record_usage({"input_tokens": req.trace["final_tokens"], "output_tokens": 50})
+        (call,) = pipe.assistant(f"step {k}", tool_calls=[{"id": f"c{k}", "name": "bash", "arguments": "{}"}])
+        pipe.tool_result(call.id, f"r{k} " + "y" * 400)
+    return out[24:]
+
+
+def test_a_revision_2_recording_decides_as_it_did_before_these_rules() -> None:
+    # Recordings keep the revision of the decision rules they ran (engine/policy/settings.py): one made
+    # with revision 2 holds at the agent's edit and places no breakpoint after it, as when it was made.
+    edits = {25: "c1", 27: "c24"}
+    old = _marks_and_decisions("cost_aware:revision=2", edits)
+    assert old == _marks_and_decisions("cost_aware:revision=2", {})  # the same breakpoints and decisions
+    assert all(d == "held" and not said for _, d, said in old)
+    new = _marks_and_decisions("cost_aware", edits)  # revision 3, the default
+    assert new[1][1:] == ("compacted", True)
+    assert new[3][0] == old[3][0] + 1  # turn 27: the breakpoint after turn 24's edited result

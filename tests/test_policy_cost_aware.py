@@ -178,7 +178,7 @@ session_st = st.fixed_dictionaries(
         "target": st.sampled_from([0.2, 0.35, 0.5]),
         "trigger": st.sampled_from([0.8, 1.0]),
         "early": st.booleans(),
-        "revision": st.sampled_from([1, 2]),
+        "revision": st.sampled_from([1, 2, 3]),
         "results": st.lists(st.one_of(st.integers(1, 400), st.integers(400, 6_000)), min_size=1, max_size=40),
         "calls": st.lists(st.integers(1, 3), min_size=40, max_size=40),
     }
@@ -380,7 +380,7 @@ def test_revision_1_is_kept_for_recordings_made_with_it() -> None:
     # A config written before revisions existed ran revision 1, and replays with it.
     old = {"name": "cost_aware", "trigger": 1.0, "target": 0.25, "early": True, "horizon": 0.15}
     assert PolicySettings.from_dict(old).revision == 1
-    assert PolicySettings().revision == 2 and PolicySettings.parse("cost_aware:revision=1").revision == 1
+    assert PolicySettings().revision == 3 and PolicySettings.parse("cost_aware:revision=1").revision == 1
     with pytest.raises(ConfigError):
         PolicySettings.parse("cost_aware:revision=9")
     pipe = make(8_000, "cost_aware:revision=1")

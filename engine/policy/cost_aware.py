@@ -234,8 +234,8 @@ def run(
     defer_texts=True: on a held turn, what only the trace reads of the decision (the pay-back's fields,
     the reason texts) is left to Outcome.finish (a trace built when read, engine/trace_lazy.py).
     edited: the first history index (of the whole conversation) the agent edited this turn: its request
-    breaks the cache there whatever is decided, and a cut weighed this turn is priced for that
-    (cachecost.payback's `broken_at`; see _break_at)."""
+    breaks the cache there whatever is decided, and from revision 3 a cut weighed this turn is priced
+    for that (cachecost.payback's `broken_at`; see _break_at)."""
     m = measure
     hidx = history_index(asm_full)
     full_len = len(asm_full[hidx].items) + elided if hidx is not None else 0
@@ -366,7 +366,7 @@ def run(
             horizon, reach = min(float(max(1, turn)) * settings.horizon_scale, to_trigger), 0.0
         served = prefix_served_on_rewrite(cache, st.compactions) if rev2 else True
         broken = None
-        if edited is not None and h1 is not None:
+        if edited is not None and h1 is not None and settings.revision >= 3:
             broken = _break_at(asm1[h1].items, full_len, edited, st.cut, t1, m)
         pb = payback(
             cache, t1 - cand.after, cand.after, stable_prefix, horizon, forced, served, reach, broken

@@ -16,8 +16,11 @@ POLICY_NAMES = (COST_AWARE, WAVE1)
 #   2: also waits for the economic cut size (see cost_aware), counts DeepSeek's unserved prefix on a
 #      first rewrite, keeps the task message byte-identical (the note follows it) and, at providers
 #      with breakpoints, keeps one on the task so the stable prefix is read after a compaction.
-REVISION = 2
-REVISIONS = (1, 2)
+#   3: a turn where the agent edited its own history is priced as the cache break it is (a cut at or
+#      past the edit re-sends nothing more, so it is taken over the target), and at providers with
+#      breakpoints one more follows the newest message the agent edited (markers.edit_marker).
+REVISION = 3
+REVISIONS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
