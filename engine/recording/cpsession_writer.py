@@ -285,10 +285,17 @@ class RecordingWriter:
         raw = b"".join(self._buf)
         # (No stream written yet with a compressor already made: its start chunk was lost to an interrupt.)
         start = self._zc is None or self._stream_raw >= STREAM_RESET_RAW or not self._streams
-        if start:
-            self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
-            self._stream_raw = 0
-        z = self._zc.compress(raw) + self._zc.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        try:
+            if start:
+                self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compressobj()
+                self._stream_raw = 0
+            z = self._zc.compress(raw) + self._zc.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        except BaseException:
+            # A Ctrl-C lands as compress() returns, most likely: the stream has taken the chunk's bytes and
+            # written none out. The events stay buffered and go into a stream started afresh; the same
+            # stream fed them again and the file held them twice, read back without a word.
+            self._zc = None
+            raise
         self._stream_raw += len(raw)
         turns, blobs = self._buf_turns, self._buf_blobs
         self._buf, self._buf_len, self._buf_turns, self._buf_blobs = [], 0, [], []
