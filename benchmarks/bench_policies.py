@@ -10,7 +10,9 @@ baseline is the agent's own requests at the recorded window (no compaction).
 In-sample / out-of-sample: the cost_aware defaults (target 0.25; revision 2's decision rules, which
 replaced revision 1's horizon 0.15) were chosen on the trajectories at even positions of the sorted
 list of names (folder/file), and on nothing else; the odd positions are out-of-sample. Both halves are
-reported separately, with the whole set.
+reported separately, with the whole set. Revision 3's rules for a turn the agent edited its own history
+(no parameter) were made looking at the one trajectory whose agent does (swe-agent/marshmallow-1867,
+in-sample): no out-of-sample trajectory edits its history, so that half does not test them.
 
 DeepSeek's cache is simulated with each recording's own server build (`system_fingerprint`): the
 build before 2026-04-10 persisted only about half of the requests' cache units (measured, see
