@@ -31,9 +31,7 @@ def unit_by_unit(policy: Any, keys: list[int], old: int, total: int, now: float)
     for t, p, k in sorted(best.values(), key=lambda x: -x[0]):
         expected += none_longer * p * policy._floor(t)
         none_longer *= 1.0 - p
-        u = policy.units.pop(k)
-        u.last_used = now
-        policy.units[k] = u
+        policy._touch(k, now)  # (moved to the end of `units`, as the expiry's queue is told)
         if none_longer <= 0.0:
             break
     read = min(total, int(round(expected)))

@@ -10,7 +10,7 @@ from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from engine.sim.cache_policy import _expire_ordered, _Policy
+from engine.sim.cache_policy import UseOrder, _expire_ordered, _Policy
 from engine.sim.calls import Block, CacheSimError, Call, CallCache
 from engine.sim.held_prefixes import HeldPrefixes
 from engine.sim.key_chain import (
@@ -73,8 +73,11 @@ class _DeepSeekPolicy(_Policy):
         iv = options.get("interval_tokens")
         self.interval: int | None = int(iv) if iv else None
         self.common_prefix: bool = bool(options.get("common_prefix_units", True))
-        # In order of last use (see _expire_ordered): a touched key is re-inserted at the end.
+        # In order of last use (see _expire_ordered): a touched key is re-inserted at the end (_touch).
         self.units: dict[Key, _Unit] = {}
+        # That order as a queue the expiry reads from the front (see UseOrder); None once the calls left
+        # time order (expiry then scans every unit).
+        self._use: UseOrder | None = UseOrder()
         self._unit_index = UnitIndex()  # their keys, kept with them (see UnitIndex)
         # Every prefix any request has sent, with when it was last sent, in order of last use (see
         # `seen`), kept in two parts: the last call's prefixes (`_live`, all sent at `_live_at`, the
@@ -207,6 +210,14 @@ class _DeepSeekPolicy(_Policy):
                 held.add(dropped, self._live_at, more)
         self._live_keys, self._live_tail, self._live_at = keys, tail, now
 
+    def _touch(self, key: Key, now: float) -> None:
+        """Mark the unit at `key` used `now`: moved to the end of `units`."""
+        u = self.units.pop(key)
+        u.last_used = now
+        self.units[key] = u
+        if self._use is not None:
+            self._use.touched(key)
+
     def _floor(self, n: int) -> int:
         return n - n % self.unit_tokens
 
@@ -224,6 +235,8 @@ class _DeepSeekPolicy(_Policy):
             u.prob = 1.0 - (1.0 - u.prob) * (1.0 - self.persist)
             u.last_used = max(u.last_used, now)
             self.units[key] = u
+        if self._use is not None:
+            self._use.touched(key)
 
     def step(self, call: Call) -> CallCache:
         # keys + tail are the call's prefixes' keys; tail, those first met in this call, not made into a
@@ -242,7 +255,11 @@ class _DeepSeekPolicy(_Policy):
         now = call.timestamp
         self._clock(now)
         ttl = self.ttl
-        removed = _expire_ordered(self.units, lambda u: now - u.last_used > ttl, self.ordered)
+        if self.ordered and self._use is not None:
+            removed = self._use.expire(self.units, lambda u: now - u.last_used > ttl)
+        else:
+            self._use = None
+            removed = _expire_ordered(self.units, lambda u: now - u.last_used > ttl, False)
         if removed:
             self._unit_index.discard(removed)
         self._seen_expire(now)
@@ -337,10 +354,7 @@ class _DeepSeekPolicy(_Policy):
         if longest > total:  # clipped to this prompt: the carried order of lengths does not hold
             self._contained = None
             return self._read_certain(keys, old, total, now)
-        key = g[3]
-        u = units.pop(key)
-        u.last_used = now
-        units[key] = u
+        self._touch(g[3], now)
         return min(total, self._floor(longest)), longest
 
     def _keep_line(self, line: int, blocks: Sequence[Block], c: _Contained) -> None:
@@ -428,9 +442,7 @@ class _DeepSeekPolicy(_Policy):
             met = groups.index(groups[i])
             if met < first_met:
                 first_met, winner = met, i
-        u = units.pop(found[winner])
-        u.last_used = now
-        units[found[winner]] = u
+        self._touch(found[winner], now)
         return min(total, self._floor(longest)), longest
 
     def _read_expected(self, keys: list[Key], old: int, total: int, now: float) -> tuple[int, int]:
@@ -457,9 +469,7 @@ class _DeepSeekPolicy(_Policy):
         for t, p, k in ranked:
             expected += none_longer * p * (t - t % unit)  # (_floor, inlined)
             none_longer *= 1.0 - p
-            u = units.pop(k)
-            u.last_used = now
-            units[k] = u
+            self._touch(k, now)
             if none_longer <= 0.0:
                 break
         read = min(total, int(round(expected)))
