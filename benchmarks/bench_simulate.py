@@ -337,7 +337,7 @@ def serialize_ab(tmp: Path, turns: int, rounds: int) -> None:
         calls.append((self.policy.name, args))
         return orig(self, *args, **kw)
 
-    Serializer.serialize = capture  # type: ignore[method-assign]
+    Serializer.serialize = capture  # type: ignore[method-assign,assignment]
     try:
         events, _ = load_recording_events(path)
         simulate_events(events, SimSettings())
@@ -349,7 +349,8 @@ def serialize_ab(tmp: Path, turns: int, rounds: int) -> None:
             ser = make_serializer(calls[0][0])
             c0 = time.thread_time()
             for _name, args in calls:
-                ser.serialize(*args[:5], body=body)  # asm, markers, model, max tokens, measure
+                asm, markers, model, max_tokens, measure = args[:5]
+                ser.serialize(asm, markers, model, max_tokens, measure, body=body)
             cpu[body].append(time.thread_time() - c0)
     med = statistics.median
     print(f"\nserialize calls of one simulate of {path.name}: {len(calls)}, {rounds} rounds, thread CPU")

@@ -11,7 +11,7 @@ alternate (the order flips every round), and each side's JSON is compared byte f
 (2N / N: linear is ~2).
 
     .venv/bin/python benchmarks/bench_whatif_scaling.py [--turns 750,1500,3000] [--rounds 3]
-        [--ab DIR] [--dir /tmp/whatif_scaling] [--columns | --tenths | --builds]
+        [--ab DIR] [--dir /tmp/whatif_scaling] [--columns | --tenths | --builds | --instructions]
 
 --columns says where the time goes instead (with --ab, for the other code first): per length, the build pass (every
 engine column's requests and the peers' views, one fold of the journal) and each column's simulation
@@ -28,6 +28,12 @@ session of each build it makes (one row per column it builds for: pipeline, gate
 wave1, cost_aware, peers' view (SimBuilder.view_apart where the tree has it); a column whose request is
 another's own build is not built again) and of the journal's fold. A build whose per-turn cost grows over the tenths while the others' stay flat
 does work on the whole conversation each turn.
+--instructions counts instead of timing (valgrind's callgrind, one child per length and side, ~50x slower):
+per length, the instructions per call (the build pass: per turn) of each part over each tenth of the
+session, each part's total, and the what-if's 2N/N by instructions (the index pass, the build pass, the
+columns and what follows them, without the imports and the source's open). A count does not move with the
+machine's load, as CPU time does on 2 shared cores; it leaves out what a count does not see (cache misses
+on a larger heap). Each column's "end" is its last call's step and its totals (the per-turn costs summed).
 
 The recordings are made once per --dir (by this checkout's engine) and reused. What it leaves out: the
 panel's rendering, the worker thread and the reading of a live source; the first run's bytecode
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -179,6 +186,147 @@ print(json.dumps({"turns": turns}))
 """
 
 
+# The --instructions child: the what-if under callgrind, a dump (`--dump-before=functools_reduce`) at each
+# boundary: the first tenth of every part's calls and each tenth after, each part's end. Each mark names the
+# part that the instructions from there to the next mark belong to; the labels are printed in order.
+INSTR_CHILD = r"""
+import functools, json, sys
+import engine.sim.simulate as S
+from engine.pipeline import Pipeline
+from engine.whatif import Overrides
+from inspector.sources.file import FileSource
+labels = []
+def mark(label):
+    labels.append(label)
+    functools.reduce(int.__add__, (), 0)  # callgrind dumps on entering it
+src = FileSource(sys.argv[1])
+n = int(sys.argv[2])
+k = max(1, n // 10)
+state = {"on": False, "i": 0}
+begin = Pipeline.begin_request
+def stamped(self, turn):
+    if state["on"]:
+        i = state["i"]
+        state["i"] += 1
+        if i % k == 0 and i // k < 10:
+            mark(f"build pass|{i // k}")
+    return begin(self, turn)
+Pipeline.begin_request = stamped
+bp = S._build_pass
+def built(*a, **kw):
+    state["on"] = True
+    try:
+        return bp(*a, **kw)
+    finally:
+        state["on"] = False
+        mark("between")
+S._build_pass = built
+sim = S._simulate
+def column(name, reqs, **kw):
+    def each():
+        for i, r in enumerate(reqs):
+            if i % k == 0 and i // k < 10:
+                mark(f"{name}|{i // k}")
+            yield r
+        mark(f"{name}|end")
+    try:
+        return sim(name, each(), **kw)
+    finally:
+        mark("between")
+S._simulate = column
+mark("index pass")
+src.simulate(Overrides())
+mark("exit")
+print(json.dumps({"labels": labels}))
+"""
+
+
+def _instructions(code: Path, rec: Path, turns: int, out: Path) -> dict[str, list[int]]:
+    """The instructions of each part of the what-if on `code`'s tree (see INSTR_CHILD), by tenth (the
+    part's end last): {part: [tenth 1, ..., tenth 10, end]}; "index pass", "between" (what runs between
+    the parts, summed) and "imports+open" as one figure each."""
+    out.mkdir(parents=True, exist_ok=True)
+    for f in out.glob("cg.out*"):
+        f.unlink()
+    env = {**os.environ, "PYTHONPATH": str(code), "PYTHONHASHSEED": "0"}
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--dump-before=functools_reduce",
+        f"--callgrind-out-file={out}/cg.out",
+    ]
+    res = subprocess.run(
+        [*cmd, sys.executable, "-c", INSTR_CHILD, str(rec), str(turns)],
+        env=env,
+        cwd=code,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    labels = json.loads(res.stdout.strip().splitlines()[-1])["labels"]
+    # cg.out.1 holds what ran before the first mark, cg.out.(i + 1) what ran from mark i - 1 to mark i,
+    # cg.out what ran after the last one (the exit).
+    dumps = sorted(out.glob("cg.out.*"), key=lambda f: int(f.suffix[1:]))
+    if len(dumps) != len(labels):
+        raise SystemExit(f"callgrind wrote {len(dumps)} dumps for {len(labels)} marks in {out}")
+    counts = [_dump_total(f) for f in dumps]
+    got: dict[str, list[int]] = {"imports+open": [counts[0]]}
+    for label, c in zip(labels, counts[1:], strict=False):
+        part, _, _ = label.partition("|")
+        got.setdefault(part, []).append(c)
+    got["between"] = [sum(got.get("between", [0]))]
+    return got
+
+
+def _dump_total(f: Path) -> int:
+    with f.open() as fh:
+        for line in fh:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise SystemExit(f"{f}: no instruction total in this callgrind dump")
+
+
+def instructions_report(turns: list[int], folder: Path, code: Path = REPO) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit(
+            "--instructions runs the what-if under valgrind's callgrind: install valgrind (apt-get install valgrind)"
+        )
+    got = {n: _instructions(code, _recording(folder, n), n, folder / f"cg_{code.name}_{n}") for n in turns}
+    for n in turns:
+        k = max(1, n // 10)
+        print(f"{n:,} turns: thousand instructions a call (the build pass: a turn) by tenth of the session")
+        print(
+            "| part | " + " | ".join(str(i + 1) for i in range(10)) + " | 10th / 1st | end (M) | total (M) |"
+        )
+        print("|---|" + "---:|" * 13)
+        for part, c in got[n].items():
+            if len(c) < 10:
+                continue
+            tenths = [x / k / 1e3 for x in c[:10]]
+            end = f"{c[10] / 1e6:,.1f}" if len(c) > 10 else ""
+            grow = f"{tenths[-1] / tenths[0]:.2f}" if tenths[0] else "-"
+            print(
+                f"| {part} | "
+                + " | ".join(f"{x:,.0f}" for x in tenths)
+                + f" | {grow} | {end} | {sum(c) / 1e6:,.0f} |"
+            )
+        others = ", ".join(f"{p} {c[0] / 1e6:,.0f} M" for p, c in got[n].items() if len(c) < 10)
+        print(f"and {others}")
+        print()
+    print("| part | " + " | ".join(f"{n:,} turns (M)" for n in turns) + " | 2N/N |")
+    print("|---|" + "---:|" * (len(turns) + 1))
+    parts = [p for p in got[turns[0]] if p not in ("imports+open", "exit")]
+    for part in [*parts, "what-if"]:
+        tot = [
+            sum(sum(c) for p, c in got[n].items() if p in parts)
+            if part == "what-if"
+            else sum(got[n].get(part, [0]))
+            for n in turns
+        ]
+        ratio = " ".join(f"{b / a:.3f}" if a else "-" for a, b in zip(tot, tot[1:], strict=False))
+        print(f"| {part} | " + " | ".join(f"{t / 1e6:,.0f}" for t in tot) + f" | {ratio} |")
+
+
 def builds_report(turns: list[int], folder: Path, code: Path = REPO) -> None:
     """Per length, each build of the build pass (by the column it builds for) and the fold: CPU per turn
     over each tenth of the session, in us, and the last tenth over the first."""
@@ -304,6 +452,11 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="the build pass per turn by column built, over each tenth of the session (--ab: both sides)",
     )
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="instructions (callgrind) per call over each tenth, and 2N/N by instructions (--ab: both sides)",
+    )
     a = ap.parse_args(argv)
     turns = [int(x) for x in a.turns.split(",") if x]
     if not turns or min(turns) < 1:
@@ -311,13 +464,21 @@ def main(argv: list[str]) -> int:
     if a.ab is not None and not (a.ab / "engine").is_dir():
         ap.error(f"--ab {a.ab}: no engine/ there; give a checkout or a `git archive` of the code to compare")
     a.dir.mkdir(parents=True, exist_ok=True)
-    if sum((a.columns, a.tenths, a.builds)) > 1:
-        ap.error("--columns, --tenths and --builds are separate reports: give one")
-    if a.columns or a.tenths or a.builds:
+    if sum((a.columns, a.tenths, a.builds, a.instructions)) > 1:
+        ap.error("--columns, --tenths, --builds and --instructions are separate reports: give one")
+    if a.columns or a.tenths or a.builds or a.instructions:
         # With --ab, the other code's table first, then this checkout's (one process each, in turn).
         for side, code in ([("base", a.ab.resolve())] if a.ab is not None else []) + [("this", REPO)]:
             print(f"{side}: {code}")
-            report = builds_report if a.builds else tenths_report if a.tenths else columns_report
+            report = (
+                builds_report
+                if a.builds
+                else tenths_report
+                if a.tenths
+                else instructions_report
+                if a.instructions
+                else columns_report
+            )
             report(turns, a.dir, code)
             print()
         return 0
