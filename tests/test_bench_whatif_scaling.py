@@ -6,6 +6,7 @@ column the what-if builds and give each tenth a figure."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -61,3 +62,29 @@ def test_report_options_are_exclusive(capsys: pytest.CaptureFixture[str]) -> Non
         bws.main(["--builds", "--tenths", "--turns", "10"])
     assert e.value.code == 2
     assert "separate reports" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="--instructions counts under valgrind's callgrind"
+)
+def test_instructions_counts_every_part_by_tenth(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under callgrind, a dump at each mark the child makes: as many dumps as marks, each part's ten tenths
+    (and a column's end) counted, and the what-if's total the sum of its parts."""
+    bws.instructions_report([TURNS], folder)
+    out = capsys.readouterr().out
+    tables = out.split("\n\n")
+    tenths, totals = _rows(tables[0]), _rows(tables[-1])
+    assert {
+        "build pass",
+        "pipeline",
+        "gates_closed",
+        "paper",
+        "clear_tool_uses",
+        "wave1",
+        "cost_aware",
+    } <= set(tenths)
+    for name in ("build pass", "pipeline", "clear_tool_uses"):
+        assert all(float(c.replace(",", "")) > 0 for c in tenths[name][:10]), (name, tenths[name])
+    assert "imports+open" in tables[0]
+    parts = [float(c[0].replace(",", "")) for p, c in totals.items() if p not in ("part", "what-if")]
+    assert abs(sum(parts) - float(totals["what-if"][0].replace(",", ""))) <= len(parts)  # (rounded to 1 M)
