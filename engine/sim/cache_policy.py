@@ -35,13 +35,15 @@ class UseOrder:
     """The keys of a dict kept in order of last use (each touch re-inserts its key at the end), as a queue
     that the ordered expiry reads from the oldest: `expire` is `_expire_ordered(d, expired, True)`
     without iterating `d`. A dict's iteration starts at its first slot, and the slots of the entries
-    deleted from its front stay (holes) until an insertion makes it resize: ~3 of a DeepSeek simulator's
-    ~9,000 units expire a call past 4 h, and the scan skipped a few thousand holes a call before it met
-    the first live unit (~10,000 instructions a call in each of the 6,000-turn what-if's columns, more
-    the longer the session ran before the last resize). Here a touch appends its key; an entry of a key
-    touched again later is skipped (it is counted), once, when the front reaches it. Every insertion into
-    `d` is told to `touched` and every deletion is made by `expire` (a policy whose calls leave time
-    order expires by a full scan instead, and stops telling this)."""
+    deleted from its front stay (holes) until an insertion makes it resize: a few of a DeepSeek
+    simulator's thousands of units expire a call past 4 h, and the scan skipped thousands of holes a call
+    before it met the first live unit (callgrind, the 6,000-turn what-if past 4 h: 4-11 M instructions a
+    tenth of the session in each column, by how long ago the dict last resized; the paper column's
+    simulator replayed: ~5,000 a call of ~205,000, against ~2,000 a call that this queue costs). Here a
+    touch appends its key; an entry of a key touched again later is skipped (it is counted), once, when
+    the front reaches it. Every insertion into `d` is told to `touched` and every deletion is made by
+    `expire` (a policy whose calls leave time order expires by a full scan instead, and stops telling
+    this)."""
 
     __slots__ = ("_queue", "_queued")
 
