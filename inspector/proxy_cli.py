@@ -111,6 +111,7 @@ def proxy(
     ] = False,
     state_file: Annotated[Path | None, typer.Option(hidden=True, readable=False)] = None,
     agent_argv: Annotated[str | None, typer.Option(hidden=True)] = None,  # run's agent (JSON list)
+    run_pid: Annotated[int | None, typer.Option(hidden=True)] = None,  # the `run` that started it
     forward_only: Annotated[
         bool,
         typer.Option("--forward-only", help="Record nothing: only forward (to measure the recorder's cost)."),
@@ -168,8 +169,11 @@ def proxy(
         _write_state(state_file, {"url": url, "pid": os.getpid(), "record_dir": str(record_dir)})
     # `run`'s proxy (the state file is run's) is its own session, so no signal reaches it when run itself
     # is killed (SIGKILL, an OOM kill): it served on, for no one, its sessions listed as live by `ps` and
-    # `top` and their recordings never closed. It stops when run is gone.
-    stop = _wait_for_signal(os.getppid() if state_file is not None else None)
+    # `top` and their recordings never closed. It stops when run is gone: when its parent is no longer
+    # run's pid, as run names it (a parent read here, after the imports and the server's start, was
+    # already another process when run was killed before then, and the proxy served on).
+    parent = run_pid if run_pid is not None else os.getppid()
+    stop = _wait_for_signal(parent if state_file is not None else None)
     server.stop()
     rec.close()
     summary = [
@@ -319,6 +323,8 @@ def run(
         str(state),
         "--agent-argv",
         json.dumps(cmd),
+        "--run-pid",
+        str(os.getpid()),
     ]
     for u in ups:
         args += ["--upstream", u]
