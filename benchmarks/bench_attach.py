@@ -61,7 +61,8 @@ def attach(pid: int) -> None:
     chunk = next(iter(src.load_chunks()))
     startup_gc.release(freeze=False)
     c1, p1, w1 = time.thread_time(), time.process_time(), time.perf_counter()
-    followed = isinstance(src, RecordingFollower)
+    reader = src.reader if isinstance(src, RecordingFollower) else None
+    followed = reader is not None
     out = {
         "cpu": c1 - c0,
         "process": p1 - p0,
@@ -69,8 +70,8 @@ def attach(pid: int) -> None:
         "turns": len(chunk.traces),
         "followed": followed,
         "why": why,
-        "read": src.reader.bytes_read if followed else None,
-        "size": os.path.getsize(src.reader.path) if followed else None,
+        "read": reader.bytes_read if reader is not None else None,
+        "size": os.path.getsize(reader.path) if reader is not None else None,
     }
     src.close()
     print(json.dumps(out), flush=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 from engine.artifacts import Message, Text
 from engine.importers.ingest import ingest
@@ -161,7 +161,7 @@ def test_the_prefix_through_the_agents_newest_edit_is_read_the_next_turn(tmp_pat
     assert [t.prompt_tokens for t in mine.turns] == [t.prompt_tokens for t in paper.turns]
 
 
-def _msg(role: str, text: str) -> Message:
+def _msg(role: Literal["user", "assistant"], text: str) -> Message:
     return Message(role, (Text(text),))
 
 
