@@ -13,7 +13,7 @@ with the tail marker moved instead of placing again (_carried; the Measure remem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from engine.assembly import Assembly, Section, wire_order
@@ -280,27 +280,13 @@ def task_marker(asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext) 
     task as it was), and a provider with breakpoints reads only entries written at a breakpoint: without
     one on the task, everything from the system prompt on is written again. The entry costs nothing (its
     tokens are written by the tail breakpoint anyway) and every turn's read refreshes its lifetime."""
-    pol = ctx.policy
-    # A flipped latch suppresses the history's breakpoints (see apply): this one too.
-    if not pol.supports_markers or len(marks) >= pol.max_markers or ctx.latch_flipped:
-        return marks
-    m = ctx.measure
-    cum = 0
-    wire = wire_order(asm)
-    for s in wire:
-        if s.kind != SectionKind.HISTORY:
-            cum += m.section(s)
-            continue
-        te = task_end(s.items) - (1 if ctx.task_noted else 0)
-        if te <= 0 or te >= len(s.items):  # no task, or the task is the tail (its marker is there)
-            return marks
-        cum += sum(m.item(i) for i in s.items[:te])
-        if cum < pol.min_cacheable_tokens or any(k.section == s.id for k in marks if k.item < te):
-            return marks
-        pos = {x.id: n for n, x in enumerate(wire)}
-        task = Marker(s.id, te - 1, s.scope.label, "end of task")
-        return tuple(sorted((*marks, task), key=lambda k: (pos.get(k.section, -1), k.item)))
-    return marks
+
+    def end_of_task(items: Sequence[Any]) -> int:
+        te = task_end(items) - (1 if ctx.task_noted else 0)
+        return te - 1 if 0 < te < len(items) else -1  # (none: no task, or the task is the tail)
+
+    # (A breakpoint already within the task stands for this one.)
+    return _one_more(asm, marks, ctx, end_of_task, lambda x, k: x.item <= k, "end of task")
 
 
 def edit_item(items: Sequence[Any], ctx: OptimizeContext) -> int:
@@ -327,6 +313,25 @@ def edit_marker(asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext) 
     What the agent has edited it has settled (it rewrites each old output once, oldest first): the
     prefix through its newest edit is the next turn's to read. The entry costs nothing (the tail
     breakpoint writes its tokens anyway)."""
+
+    def edited(items: Sequence[Any]) -> int:
+        return edit_item(items, ctx)
+
+    return _one_more(asm, marks, ctx, edited, lambda x, k: x.item == k, "after the agent's edit")
+
+
+def _one_more(
+    asm: Assembly,
+    marks: tuple[Marker, ...],
+    ctx: OptimizeContext,
+    after: Callable[[Sequence[Any]], int],
+    taken: Callable[[Marker, int], bool],
+    reason: str,
+) -> tuple[Marker, ...]:
+    """`marks` with one more breakpoint on the history, after its item k = `after(items)` (-1: none), when
+    one is free, no marker of `marks` on the history is `taken(marker, k)` (one that stands for it),
+    and the prefix through item k reaches the model's minimum cacheable prefix: task_marker's and
+    edit_marker's placement. A flipped latch suppresses the history's breakpoints (see apply): these too."""
     pol = ctx.policy
     if not pol.supports_markers or len(marks) >= pol.max_markers or ctx.latch_flipped:
         return marks
@@ -337,15 +342,15 @@ def edit_marker(asm: Assembly, marks: tuple[Marker, ...], ctx: OptimizeContext) 
         if s.kind != SectionKind.HISTORY:
             cum += m.section(s)
             continue
-        k = edit_item(s.items, ctx)
-        if k < 0 or any(x.section == s.id and x.item == k for x in marks):
+        k = after(s.items)
+        if k < 0 or any(x.section == s.id and taken(x, k) for x in marks):
             return marks
         cum += m.items(s.items[: k + 1])
         if cum < pol.min_cacheable_tokens:
             return marks
         pos = {x.id: n for n, x in enumerate(wire)}
-        edited = Marker(s.id, k, s.scope.label, "after the agent's edit")
-        return tuple(sorted((*marks, edited), key=lambda x: (pos.get(x.section, -1), x.item)))
+        one = Marker(s.id, k, s.scope.label, reason)
+        return tuple(sorted((*marks, one), key=lambda x: (pos.get(x.section, -1), x.item)))
     return marks
 
 
