@@ -42,6 +42,11 @@ def _request(r: Any) -> tuple[Any, ...]:
     )
 
 
+def _hexes(h: Any) -> str | None:
+    """A run's item hashes as a read sees them (the first n of a list its lineage may have appended to)."""
+    return None if h is None else "".join(h[0][: h[1]])
+
+
 def _run(r: Any) -> tuple[Any, ...]:
     return (
         r.tok,
@@ -53,7 +58,7 @@ def _run(r: Any) -> tuple[Any, ...]:
         r.keys,
         [x.sha for x in r.items],
         r.sha,
-        r.hexes,
+        _hexes(r.hexes),
         r.where,
         r.segset,
         r.tokens,
@@ -83,7 +88,7 @@ def _state(ser: Serializer) -> tuple[Any, ...]:
                 before.tail_marked,
                 before.tool_shas,
                 before.section_shas,
-                before.hexes,
+                None if before.hexes is None else [_hexes(h) for h in before.hexes],
             ),
         )
     grew = ser._grew

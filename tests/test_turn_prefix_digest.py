@@ -18,7 +18,7 @@ import hashlib
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine.providers.request_body as request_body
@@ -33,25 +33,38 @@ from engine.providers.serialized_request import (
     _prefix_hex,
 )
 from engine.types import CacheScope, Priority, SectionKind
+from tests.test_express import _feed, ops_st, paired_requests
 from tests.test_trace_lazy import _observed, _start, _turns
 from tests.test_turn_lineage import _pipe
 
 hex64 = st.binary(min_size=32, max_size=32).map(bytes.hex)
-sections_st = st.lists(st.lists(hex64, max_size=6).map("".join), max_size=5)
+# A section's hashes as a run keeps them (serialized_request.Hexes): the first n of a list that may hold
+# more (appended by a later run of its lineage), which no read may see.
+section_st = st.tuples(st.lists(hex64, max_size=6), st.lists(hex64, max_size=3)).map(
+    lambda t: (t[0] + t[1], len(t[0]))
+)
+sections_st = st.lists(section_st, max_size=5)
+
+
+def _plain(hexes: list[tuple[list[str], int]]) -> str:
+    return "".join("".join(shas[:n]) for shas, n in hexes)
 
 
 @settings(max_examples=300, deadline=None)
 @given(hexes=sections_st, cut=st.integers(0, 40), chain=st.lists(sections_st, max_size=3))
-def test_a_digest_is_the_chain_hash_of_the_prefix(hexes: list[str], cut: int, chain: list[list[str]]) -> None:
+def test_a_digest_is_the_chain_hash_of_the_prefix(
+    hexes: list[tuple[list[str], int]], cut: int, chain: list[list[tuple[list[str], int]]]
+) -> None:
     """The same digest as the serializer's resumed hash, whatever the chain hashed before it."""
-    blocks = sum(len(h) for h in hexes) // 64
+    blocks = sum(n for _, n in hexes)
     n = min(cut, blocks)
     hasher = ChainHasher(bytes.fromhex, keep=8)
     for earlier in chain:  # strings hashed before: the chain resumes from any it extends
-        hasher.hexdigest(_prefix_hex(earlier, sum(len(h) for h in earlier) // 64))
+        hasher.hexdigest(_prefix_hex(earlier, sum(m for _, m in earlier)))
+    assert _prefix_hex(hexes, n) == _plain(hexes)[: 64 * n]
     want = hasher.hexdigest(_prefix_hex(hexes, n))
     got = PrefixDigest(list(hexes), n)
-    assert got.value() == want == hashlib.sha256(bytes.fromhex("".join(hexes)[: 64 * n])).hexdigest()
+    assert got.value() == want == hashlib.sha256(bytes.fromhex(_plain(hexes)[: 64 * n])).hexdigest()
     assert got.value() == want  # read again: the same string, kept
 
 
@@ -60,7 +73,7 @@ def _request(prefix: str | PrefixDigest, kind: type[SerializedRequest]) -> Seria
 
 
 def test_a_deferred_request_reads_and_copies_as_a_plain_one() -> None:
-    digest = PrefixDigest(["ab" * 64], 1)
+    digest = PrefixDigest([(["ab" * 32], 1)], 1)
     lazy = _request(digest, DeferredPrefixRequest)
     plain = _request(digest.value(), SerializedRequest)
     assert lazy.prefix_digest() is digest  # not computed by asking for the digest
@@ -144,3 +157,45 @@ def test_a_pipeline_with_a_recording_is_unchanged(tmp_path: Any) -> None:
     reqs = _turns(rec, 3)
     assert all(type(r.serialized) is SerializedRequest for r in reqs)
     rec.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=ops_st,
+    window=st.sampled_from((2_401, 3_001, 6_001, 40_001)),
+    provider=st.sampled_from(("openai", "anthropic")),
+)
+def test_a_digest_read_late_sees_its_own_hashes_whatever_its_lineage_appended_since(
+    ops: list[tuple[str, int]], window: int, provider: str
+) -> None:
+    """A run's item hashes are the first n of a list its lineage appends to (serialized_request.Hexes):
+    every deferred digest, read only after the whole session (the express lane's runs extended, forked by
+    compactions, windows, a provider's markers moving, an edited section), is the sha256 of its own
+    request's first blocks' hashes, and the one an observed pipeline hashed at the request."""
+    lazy, eager = _pipe(window, "cost_aware", False, True), _pipe(window, "cost_aware", False, True)
+    for p in (lazy, eager):
+        if p.config.provider != provider:
+            ev = {"k": "config", "config": dataclasses.replace(p.config, provider=provider).to_event()}
+            p.fold(ev)
+            p.journal.append(ev)
+    _observed(eager)
+    sinks: list[list[Any]] = []
+    pairs = []
+    try:
+        for _op, r, a, b in paired_requests(lazy, eager, ops, lambda p, op, r, t: _feed(p, op, r, t, sinks)):
+            if a is None or b is None:
+                continue
+            pairs.append((a.serialized, b.serialized.prefix_sha256, [x.sha for x in b.serialized.blocks]))
+            for p, req in ((lazy, a), (eager, b)):
+                p.record_usage({"input_tokens": req.final_tokens + r % 50, "output_tokens": 20})
+        for mine, want, shas in pairs:  # read late: after every turn that came after them
+            assert mine.prefix_sha256 == want
+            # The hash of some first blocks of that request (the plain join, not _prefix_hex).
+            h, cuts = hashlib.sha256(), {hashlib.sha256().hexdigest()}
+            for sha in shas:
+                h.update(bytes.fromhex(sha) if len(sha) == 64 else b"")
+                cuts.add(h.hexdigest())
+            assert want in cuts or any(len(s) != 64 for s in shas)
+    finally:
+        lazy.close()
+        eager.close()

@@ -156,7 +156,7 @@ def lane_request(
     keys += keys_new
     shas += new_shas
     added = "".join(new_shas)
-    hexes = prev.hexes + added
+    hexes = (shas, n)  # (not joined: see serialized_request.Hexes)
     prev.hstate = None  # taken over with its lists: that run is not extended again
     h.update(added.encode())
     where = prev.where

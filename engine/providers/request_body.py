@@ -17,6 +17,7 @@ from engine.providers.section_runs import _TOKENS, SectionRuns, _SectionRun
 from engine.providers.serialized_request import (
     Block,
     DeferredPrefixRequest,
+    Hexes,
     PrefixDigest,
     SerializedRequest,
     _prefix_hex,
@@ -60,7 +61,7 @@ class _Before(NamedTuple):
     tail_marked: bool
     tool_shas: dict[str, str]  # (copied: the request's own is written to)
     section_shas: dict[str, str]  # (likewise)
-    hexes: list[str] | None  # (never written to: each run makes a new list)
+    hexes: list[Hexes] | None  # (never written to: each run makes a new list)
 
 
 # How far back from a body's end its last message is looked for (the envelope's tail after the messages:

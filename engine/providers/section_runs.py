@@ -17,7 +17,7 @@ from engine.assembly import Assembly, Measure, Section, wire_order
 from engine.common_prefix import common_prefix_len
 from engine.providers.hex_chain import ChainHasher
 from engine.providers.recent_runs import same_run
-from engine.providers.serialized_request import Block
+from engine.providers.serialized_request import Block, Hexes
 from engine.providers.stretch import SLICE_MIN, find_stretch
 from engine.providers.tool_pairing import (
     _START,
@@ -56,9 +56,10 @@ class _SectionRun:
     keys: list[tuple[str, str, str, bool]]
     items: tuple[SectionItem, ...] = ()
     sha: str = ""  # sha256 of the joined item hashes (the trace's section sha256)
-    # The item hashes joined (what `sha` hashes), kept when all are 64 hex digits: the request's prefix
-    # hash is then a cut of the sections' strings (see _prefix_hex).
-    hexes: str | None = None
+    # The item hashes (what `sha` hashes joined), kept when all are 64 hex digits: (shas, len(items)),
+    # not joined (see serialized_request.Hexes); the request's prefix hash is then joined from the
+    # sections' (see _prefix_hex).
+    hexes: Hexes | None = None
     where: dict[str, int] | None = None  # item hash -> a position of it (see _index)
     # Read by serialize every request and carried to a run that extends this one in place (see
     # _appended), so a turn does not walk every block of the history for them: the set of `segments`
@@ -205,7 +206,7 @@ class SectionRuns:
             keys,
             items,
             self._section_hash.hexdigest(hexes),
-            hexes if uniform else None,
+            (shas, n) if uniform else None,
         )
         if prev is not None and common == len(prev.shas) and k == common:
             runs.remove(prev)  # the new run extends prev and holds everything it did
@@ -315,14 +316,14 @@ class SectionRuns:
         keys += keys_new
         shas += new_shas
         added = "".join(new_shas)
-        hexes = last.hexes + added
         h = last.hstate
         if h is None:
             hasher = self._section_hash
+            joined = "".join(shas)
             if type(hasher) is ChainHasher:
-                sha, h = hasher.hexdigest_state(hexes)
+                sha, h = hasher.hexdigest_state(joined)
             else:  # a stand-in that hashes nothing (simulate's block layout: engine/sim/blocks.py)
-                sha = hasher.hexdigest(hexes)
+                sha = hasher.hexdigest(joined)
         else:
             if frags is last.frags:
                 last.hstate = None  # taken over with its lists: that run is not extended again
@@ -330,7 +331,7 @@ class SectionRuns:
                 h = h.copy()  # that run is kept beside the new one
             h.update(added.encode())  # (64 hex digits an item: ASCII, as the chain hasher encodes them)
             sha = h.hexdigest()
-        run = _SectionRun(tok, shas, marks, frags, segments, blocks, keys, items, sha, hexes)
+        run = _SectionRun(tok, shas, marks, frags, segments, blocks, keys, items, sha, (shas, n))
         run.hstate = h
         self._grew = (run, last, d, rewritten, was_last)
         if frags is last.frags:
@@ -400,7 +401,6 @@ class SectionRuns:
             blocks = [x[2] for x in head_hits] + last.blocks[a:] + [x[2] for x in tail_hits]
             keys = head_keys + last.keys[a:] + tail_keys
             shas = head_shas + last.shas[a:] + tail_shas
-            hexes = "".join(head_shas) + last.hexes[64 * a :] + "".join(tail_shas)
             run = _SectionRun(
                 tok,
                 shas,
@@ -410,8 +410,8 @@ class SectionRuns:
                 blocks,
                 keys,
                 items,
-                self._section_hash.hexdigest(hexes),
-                hexes,
+                self._section_hash.hexdigest("".join(shas)),
+                (shas, len(shas)),
             )
             runs = self._runs[sid]
             runs.insert(0, run)

@@ -87,8 +87,8 @@ class PrefixDigest:
 
     __slots__ = ("_hexes", "_prefix", "_value", "_chain")
 
-    def __init__(self, hexes: list[str], prefix: int, chain: DigestChain | None = None) -> None:
-        self._hexes: list[str] | None = hexes  # every one 64 hex digits a block (see _SectionRun.hexes)
+    def __init__(self, hexes: list[Hexes], prefix: int, chain: DigestChain | None = None) -> None:
+        self._hexes: list[Hexes] | None = hexes  # each section's item hashes (see Hexes)
         self._prefix = prefix  # blocks in the prefix
         self._value: str | None = None
         self._chain = chain
@@ -160,11 +160,27 @@ class DeferredPrefixRequest(SerializedRequest):
 
 _SHA = attrgetter("sha")
 
+# A section's item hashes (64 hex digits each, what its section sha256 hashes joined): the first n of a
+# run's `shas`. Not joined into one string each turn (the express lane's history grew by a copy of all of
+# them, 64 bytes a message, every turn): a run that extends another in place takes over its list and
+# appends to it, never changes what is there, so the first n stay this run's, whatever its lineage
+# appends later; a run that forks (a moved marker, a compaction, a window) has a list of its own.
+# Joined only when read (a prefix digest, an eager prefix hash).
+Hexes = tuple[list[str], int]
 
-def _prefix_hex(hexes: list[str] | None, prefix: list[Block] | int) -> str:
-    """The prefix blocks' hashes joined: a cut of the sections' joined item hashes (a block's hash is
-    its item's) when every one is 64 hex digits, else joined afresh (`prefix` then the blocks)."""
+
+def _prefix_hex(hexes: list[Hexes] | None, prefix: list[Block] | int) -> str:
+    """The prefix blocks' hashes joined: the first blocks' of the sections' item hashes (a block's hash
+    is its item's) when every one is 64 hex digits, else joined afresh (`prefix` then the blocks)."""
     if hexes is None:
         assert not isinstance(prefix, int)
         return "".join(map(_SHA, prefix))
-    return "".join(hexes)[: 64 * (prefix if isinstance(prefix, int) else len(prefix))]
+    left = prefix if isinstance(prefix, int) else len(prefix)
+    parts: list[str] = []
+    for shas, n in hexes:
+        if left <= 0:
+            break
+        m = n if n < left else left
+        parts += shas[:m]  # (a cut: the list may have grown past n since, see Hexes)
+        left -= m
+    return "".join(parts)
