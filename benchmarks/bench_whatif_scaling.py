@@ -4,7 +4,8 @@ Issue 15 item 6 asks simulate to be linear in the session. The what-if panel sim
 (`policies=["all"]`: eleven columns) on the recording shown; this times that call on synthetic sessions
 recorded by the real engine (`bench_simulate.make_synthetic`: a coding agent, one tool call a turn,
 DeepSeek at a 128k window, 5 s a turn) of each length asked for, each run as its own process: the
-process CPU of the what-if alone (after the imports and the source's open) and the process's peak RSS.
+process CPU of the what-if alone (after the imports, those the what-if makes as it starts too, and the
+source's open; the modules still imported while timed are counted) and the process's peak RSS.
 With --ab DIR, the code under DIR (e.g. a `git archive` of the session's start) and this checkout
 alternate (the order flips every round), and each side's JSON is compared byte for byte with the other's
 (the figures must not move): per length, the median CPU and RSS of each side, and the ratio of lengths
@@ -36,8 +37,8 @@ machine's load, as CPU time does on 2 shared cores; it leaves out what a count d
 on a larger heap). Each column's "end" is its last call's step and its totals (the per-turn costs summed).
 
 The recordings are made once per --dir (by this checkout's engine) and reused. What it leaves out: the
-panel's rendering, the worker thread and the reading of a live source; the first run's bytecode
-compilation (each tree's modules are compiled before the timed rounds).
+panel's rendering, the worker thread and the reading of a live source; the imports (a tree without
+bytecode compiles its modules in each child, before the clock starts).
 """
 
 from __future__ import annotations
@@ -58,15 +59,21 @@ CHILD = r"""
 import json, resource, sys, time
 from engine.whatif import Overrides
 from inspector.sources.file import FileSource
+# What the what-if imports as it starts (simulate and its columns, the pipeline it rebuilds with), imported
+# before the clock starts: ~130 modules, compiled afresh in every child of a tree without bytecode
+# (PYTHONDONTWRITEBYTECODE) inside the timed call, a constant that lowered the 2N/N of that side only.
+import engine.sim.simulate, engine.sim.simulate_pass, engine.sim.policies, engine.pipeline  # noqa: E401,F401
 src = FileSource(sys.argv[1])
+before = len(sys.modules)
 t0 = time.process_time()
 rep = src.simulate(Overrides())
 cpu = time.process_time() - t0
+late = len(sys.modules) - before
 rep.pop("elapsed_s", None)
 with open(sys.argv[2], "w") as f:
     f.write(json.dumps(rep, sort_keys=True, indent=1))
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"cpu": cpu, "rss_mb": rss}))
+print(json.dumps({"cpu": cpu, "rss_mb": rss, "imported": late}))
 """
 
 
@@ -192,6 +199,7 @@ print(json.dumps({"turns": turns}))
 INSTR_CHILD = r"""
 import functools, json, sys
 import engine.sim.simulate as S
+import engine.sim.simulate_pass, engine.sim.policies  # noqa: E401,F401  (imported as the what-if starts)
 from engine.pipeline import Pipeline
 from engine.whatif import Overrides
 from inspector.sources.file import FileSource
@@ -495,7 +503,8 @@ def main(argv: list[str]) -> int:
                 m = _run(sides[side], recs[n], outs[side])
                 got.setdefault((side, n), []).append(m)
                 print(
-                    f"round {r + 1} {side:4s} {n:5d} turns: cpu {m['cpu']:.2f} s, peak RSS {m['rss_mb']:.0f} MB",
+                    f"round {r + 1} {side:4s} {n:5d} turns: cpu {m['cpu']:.2f} s, peak RSS {m['rss_mb']:.0f} MB"
+                    f" ({m.get('imported', 0):.0f} modules imported while timed)",
                     flush=True,
                 )
             if len(outs) == 2 and outs["base"].read_bytes() != outs["this"].read_bytes():
