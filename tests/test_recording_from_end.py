@@ -181,3 +181,13 @@ def test_a_chunk_lost_to_an_interrupt_leaves_the_next_one_a_stream_start(
     w.close()
     with RecordingReader.open(path) as r:
         assert r.turn_numbers() == [1, 2] and r.turn(2)["trace"]["final_tokens"] == 102
+
+
+def test_a_stream_index_naming_a_turn_before_turn_0_is_refused() -> None:
+    # A flipped byte in a stream start's index read as turn -1: the from-end index took it without a
+    # word (the whole scan refused the file); refused, from_end scans the file whole instead.
+    from engine.recording.cpsession_format import prev_stream_index
+
+    assert prev_stream_index([100, [0, 1, 1], [0, 50, 50]], 1000) == (100, [0, 1, 2], [100, 150, 200])
+    with pytest.raises(ValueError, match="before turn 0"):
+        prev_stream_index([100, [-1, 1, 1], [0, 50, 50]], 1000)

@@ -65,6 +65,8 @@ def prev_stream_index(field: Any, before: int) -> tuple[int, list[int], list[int
         raise ValueError("a stream index holds what is not a turn number or an offset") from None
     if min(steps[1:], default=1) < 1 or min(gaps, default=0) < 0:
         raise ValueError("a stream index's turns or offsets go back")
+    if steps and steps[0] < 0:  # (turns count from 0: a flipped byte read as -1 indexed a turn no file has)
+        raise ValueError("a stream index names a turn before turn 0")
     offsets = list(accumulate(gaps, initial=start))
     del offsets[0]
     if offsets and offsets[-1] >= before:
