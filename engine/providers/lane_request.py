@@ -165,16 +165,13 @@ def lane_request(
         for sha in new_shas:
             where[sha] = x
             x += 1
-    # The run _appended makes (its fields in the dataclass's order), its dict given at once: the
-    # generated __init__ is a frame storing fifteen attributes one by one, and it is set four more.
+    # The run _appended makes (its fields in the dataclass's order, positional: a slotted class's
+    # generated __init__ stores them one by one, in slots).
     run_sha = h.hexdigest()
     run_tokens = ptokens - gone + added_tokens
-    run = _object_new(_SectionRun)
-    run.__dict__ = {
-        "tok": tok, "shas": shas, "marks": marks, "frags": frags, "segments": segments, "blocks": blocks,
-        "keys": keys, "items": items, "sha": run_sha, "hexes": hexes, "where": where,
-        "segset": prev.segset, "tokens": run_tokens, "hstate": h,
-    }  # fmt: skip
+    run = _SectionRun(
+        tok, shas, marks, frags, segments, blocks, keys, items, run_sha, hexes, where, prev.segset, run_tokens, h
+    )
     runs[0] = run  # (in place of the run it extends, the most recently used)
     ser._grew = (run, prev, d, rewritten, was_last)
     ser._prune(live_other + len(keys))
