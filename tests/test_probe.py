@@ -611,6 +611,24 @@ def test_connect_errors_say_what_to_do(rtdir: Path) -> None:
         ProbeClient.connect(os.getpid(), runtime_dir=rtdir)
 
 
+def test_attaching_to_a_process_that_has_just_started_says_to_try_again(rtdir: Path) -> None:
+    # `attach PID` the moment an agent starts (before its pipeline opens the socket) was told only to
+    # start the agent serving: the user went to change an agent that served. A process started seconds
+    # ago is told to try again in a moment, beside the advice for one that does not serve.
+    ensure_runtime_dir(rtdir)
+    young = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(NotServing) as exc:
+            ProbeClient.connect(young.pid, runtime_dir=rtdir)
+    finally:
+        young.kill()
+        young.wait()
+    said = str(exc.value)
+    assert f"process {young.pid} is not serving the probe" in said
+    assert " s ago" in said and "try again in a moment" in said, said
+    assert "serve=True" in said and "CONTEXTPIPE_SERVE=1" in said, said
+
+
 def test_attaching_to_a_launcher_names_the_child_that_serves(rtdir: Path) -> None:
     # `cp-inspect attach` given the pid of a launcher (a shell, `uv run`, `cp-inspect demo`) whose agent
     # runs in a child process: the error names the child and the command to use.

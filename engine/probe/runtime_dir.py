@@ -61,6 +61,12 @@ class NotServing(ProbeError):
         where = f" (no live socket at {socket_path})" if socket_path is not None else ""
         extra = f"; {detail}" if detail else ""
         todo = advice or f"Start the agent with serve=True or with the environment variable {SERVE_ENV}=1"
+        age = None if advice or detail else process_age_s(pid)
+        if age is not None and age < JUST_STARTED_S:
+            # An agent opens its socket when its Pipeline starts, after its imports (seconds, for some):
+            # told only to start serving, a user who attached at once went to change an agent that served.
+            todo = (f"It started {age:.0f} s ago: an agent that serves opens its socket once its pipeline "
+                    f"starts, so try again in a moment; if it still is not serving, s{todo[1:]}")
         super().__init__(f"process {pid} is not serving the probe{where}{extra}. {todo}")
 
 
@@ -291,6 +297,24 @@ def start_ticks_ns(pid: int) -> int | None:
     except (IndexError, ValueError):
         return None
     return ticks * (10**9 // _CLK_TCK) if ticks > 0 else None
+
+
+# How young a process is still starting (its imports, its pipeline): `cp-inspect demo --no-tui` waits as
+# long for its agent's socket before it prints the attach command.
+JUST_STARTED_S = 15.0
+
+
+def process_age_s(pid: int) -> float | None:
+    """Seconds since process `pid` started (its /proc start against the boot clock /proc counts from);
+    None when /proc or the clock cannot say."""
+    start = start_ticks_ns(pid)
+    if start is None:
+        return None
+    try:
+        now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):
+        return None
+    return max(0.0, (now - start) / 1e9)
 
 
 def same_process(st: os.stat_result, pid: int) -> bool | None:
