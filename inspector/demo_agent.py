@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=10200)
     ap.add_argument("--provider", default="anthropic")
     ap.add_argument("--print", action="store_true", help="print one line per turn")
+    ap.add_argument("--announce", action="store_true", help="say how to attach, once serving, before the turns")
     ap.add_argument("--gates-closed", action="store_true", help="run with every optimizer gate closed")
     ap.add_argument("--deterministic", action="store_true", help="fixed clock (for committed demo sessions)")
     ap.add_argument("--parent-pid", type=int, default=None, help="end when this process ends")
@@ -277,6 +278,13 @@ def main(argv: list[str] | None = None) -> int:
               "the project: pip install -e .)", file=sys.stderr)
         return 1
     pipe, state = build_pipeline(args, clock)
+    if args.announce:
+        # Said here, by the agent, once its probe socket is bound (Pipeline binds it before returning) and
+        # before its first turn line: `cp-inspect demo --no-tui` said it before the agent served (attach,
+        # run at once, said "start the agent with serve=True") and, waiting for the socket, after turn 0.
+        me = os.getpid()
+        print(f"demo agent pid {me}, recording to {args.record}\n"
+              f"  watch it from another terminal: cp-inspect attach {me}   (or cp-inspect ps)", flush=True)
     sim = CacheSimulator("anthropic" if args.provider == "anthropic" else "openai", MODEL)
     writable = False
     try:

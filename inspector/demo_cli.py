@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -17,9 +17,6 @@ from engine.errors import ContextPipeError
 from .cli_common import ThemeOpt, _check_new_recording, _run_app, fail, need_terminal, warn
 from .proxy_cli import agent_ended
 from .token_arg import number_option
-
-if TYPE_CHECKING:
-    import subprocess
 
 
 def demo(
@@ -92,12 +89,8 @@ def demo(
     ]
     env = {**os.environ, "CONTEXTPIPE_SERVE": "1"}
     if no_tui:
-        child = subprocess.Popen(cmd + ["--print"], env=env)
-        _wait_serving(child)
-        typer.echo(
-            f"demo agent pid {child.pid}, recording to {rec}\n"
-            f"  watch it from another terminal: cp-inspect attach {child.pid}   (or cp-inspect ps)"
-        )
+        # The agent says how to attach itself, once it serves and before its first turn's line.
+        child = subprocess.Popen(cmd + ["--print", "--announce"], env=env)
         try:
             code = child.wait()
         except KeyboardInterrupt:
@@ -134,29 +127,6 @@ def demo(
             child.terminate()
             child.wait(5)
     typer.echo(_kept(rec))
-
-
-# How long the headless demo waits for its agent's probe socket before saying how to attach anyway.
-SERVE_WAIT_S = 15.0
-
-
-def _wait_serving(child: subprocess.Popen[bytes]) -> None:
-    """Until the agent's probe socket is there (or the agent ended, or SERVE_WAIT_S went by): the line
-    saying `cp-inspect attach PID` came before it, and that command, run at once, said the demo's agent
-    "is not serving the probe ... start the agent with serve=True", and `ps` listed no agent."""
-    import time
-
-    from engine.probe.runtime_dir import resolve_runtime_dir, socket_path
-
-    deadline = time.monotonic() + SERVE_WAIT_S
-    while child.poll() is None and time.monotonic() < deadline:
-        try:
-            where = resolve_runtime_dir()
-        except (ContextPipeError, OSError):  # one it may not use: attach says so, as before
-            return
-        if where is not None and socket_path(child.pid, where).exists():
-            return
-        time.sleep(0.05)
 
 
 def _kept(rec: Path) -> str:
