@@ -96,6 +96,7 @@ def upstreams_from_env(values: list[str], env: dict[str, str]) -> list[str]:
 
 # `--port x` is one line saying what --port takes (token_arg.number_option), not typer's usage block.
 PORT = number_option("--port", "a port number from 0 to 65535 (0 picks a free one)")
+RUN_PID = number_option("--run-pid", "the pid of the `cp-inspect run` that started the proxy")
 
 
 def proxy(
@@ -111,7 +112,7 @@ def proxy(
     ] = False,
     state_file: Annotated[Path | None, typer.Option(hidden=True, readable=False)] = None,
     agent_argv: Annotated[str | None, typer.Option(hidden=True)] = None,  # run's agent (JSON list)
-    run_pid: Annotated[int | None, typer.Option(hidden=True)] = None,  # the `run` that started it
+    run_pid: Annotated[int | None, typer.Option(hidden=True, parser=RUN_PID)] = None,  # the `run` that started it
     forward_only: Annotated[
         bool,
         typer.Option("--forward-only", help="Record nothing: only forward (to measure the recorder's cost)."),

@@ -25,6 +25,7 @@ runner = CliRunner()
 CASES: list[tuple[list[str], str, str]] = [
     (["proxy", "--port"], "--port", "give a port number from 0 to 65535 (0 picks a free one)"),
     (["run", "--port"], "--port", "give a port number from 0 to 65535 (0 picks a free one)"),
+    (["proxy", "--run-pid"], "--run-pid", "give the pid of the `cp-inspect run` that started the proxy"),
     (["demo", "--no-tui", "--turns"], "--turns", "give a number of turns, e.g. 30"),
     (["import", "auto", "unused.jsonl", "--conversation"], "--conversation", "give a conversation number, e.g. 2"),
     (["demo", "--no-tui", "--delay"], "--delay", "give seconds, e.g. 0.5"),
@@ -131,6 +132,7 @@ def test_every_number_option_is_read_by_the_shared_converter() -> None:
     every int or float parameter of every command is one of CASES."""
     covered = {
         "proxy port",
+        "proxy run_pid",
         "run port",
         "demo turns",
         "demo delay",
