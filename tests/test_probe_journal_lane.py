@@ -59,12 +59,13 @@ def _run(rtdir: Path, lane: bool) -> tuple[int, ...]:
                 probe.fold_coalesce = 0.0
             _settled(probe)
         fs.view.wait_for(9)
+        # (Not the reader's ring.held(): how many the agent held when it held the newest, if nothing was
+        # written since, a moment's state that depends on when the I/O thread last wrote: 56 or 63.)
         counts = (
             probe._holds - holds,
             probe.fold_closes_held - closes,
             probe.agent_sends - sends,
             probe.publish_errors,
-            fs.src.client.held() or 0,
         )
         assert_shown_as_sent(fs, list(range(10)))
         return counts
@@ -74,7 +75,7 @@ def test_the_lane_leaves_the_probe_as_the_journals_own_path_does(rtdir: Path) ->
     lane = _run(rtdir, lane=True)
     general = _run(rtdir, lane=False)
     assert lane == general
-    held, closes_held, sends, errors, _ = lane
+    held, closes_held, sends, errors = lane
     assert (held > 8 * 4, closes_held, sends, errors) == (True, 2, 7, 0), lane
 
 
