@@ -70,8 +70,8 @@ attached inspector adds, agent and probe threads together), in one process:
     .venv/bin/python benchmarks/bench_probe.py --flush-ab 0.5 --rounds 4 --turns 8 [--untraced] [--recording]
 
 (the agent's thread inside the Pipeline's flushes is printed beside it: the probe's part of that thread,
-measured directly; inside publish() and hold(), and from probe51 the journal's lane to the probe, which does
-publish()'s part for a fold client's held event itself, engine/probe/journal_lane.py). The reader is, by default, what the inspector attaches to an agent's probe with
+measured directly; inside publish() and hold(), and from probe51 the journal's lane to the probe, which calls
+publish() straight from the journal, engine/probe/journal_lane.py). The reader is, by default, what the inspector attaches to an agent's probe with
 (`cp-inspect attach PID`, `top`'s Enter, `explain PID`, a run's later sessions: LiveSource(fold=True)): the
 live source on the fold stream, which rebuilds each turn's trace itself, so an agent that does not read its
 traces (--untraced) builds none for it. (`attach --record` asks for every turn whole, and `cp-inspect run`'s
@@ -197,8 +197,8 @@ each twin's journal appends (every event and the close's), which resolves what t
 (`foldappends`: the same clock with both twins on today's path, its A/A; --flush-ab's `bypass` tag does
 the same as foldbypass in its blocks: `--flush-modes agent,agent-bypass`.) `foldlane`: the same clock, A's
 journal handing each event on as before probe51 (Journal.append, Pipeline._publish, publish()), B's by the
-journal's lane the probe ships (engine/probe/journal_lane.py: one call an event, a held one's part of
-publish() in line):
+journal's lane the probe ships (engine/probe/journal_lane.py: publish() called straight from the
+journal: one call an event):
 
     .venv/bin/python benchmarks/bench_probe.py --twin foldlane --untraced --rounds 2 --pairs 150 --pace 0.2 --settle 10
 

@@ -10,12 +10,9 @@ attributes, as the journal itself sets `append` while nothing subscribes; a late
 an OpenTelemetry export, takes them off: Journal.subscribe): the event goes into the log, then
 
 * with no client attached, nothing else (publish()'s own first test, without calling it);
-* while the one ring client publish() sends by its straight path is a fold client (`_ring_one`, see
-  engine.probe.fold_send) and the event is a kind held back for it, what publish() does for such an
-  event, here: it joins the queue, the model's or the tools' time is noted where publish notes it, and
-  the ring is marked held once a burst (see engine.probe.ring, "Held events"); the conditions are
-  publish()'s for that branch, read in the same order;
-* anything else is `publish(event)` itself, called directly: one call, not three.
+* else `publish(event)` itself, called directly: one call, not three. (An earlier version also did
+  publish()'s held-event branch in line: a copy of it to keep in step, for a gain inside the noise of
+  `bench_probe.py --twin foldlane`, -1.3 / -2.6 us a turn with intervals spanning 0.)
 
 The same events reach the probe in the same order, and the probe's state after each is what publish()
 leaves (tests/test_probe_journal_lane.py compares the two paths' streams and held marks).
@@ -23,15 +20,8 @@ leaves (tests/test_probe_journal_lane.py compares the two paths' streams and hel
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
-
-from engine.probe.agent_limits import DEFER_EVENTS
-from engine.probe.fold_send import LONG_WAIT, OUTCOME_KINDS
-from engine.probe.ring import _HELD, HELD_AT
-
-_monotonic = time.monotonic
 
 
 def install(journal: Any, server: Any) -> None:
@@ -42,78 +32,14 @@ def install(journal: Any, server: Any) -> None:
 
 
 def lane(log_append: Callable[[Any], None], server: Any) -> Callable[[dict[str, Any]], None]:
-    """Journal.append, then what `server.publish(event)` would do (see the module's docstring)."""
-    pending = server._pending
+    """Journal.append, then `server.publish(event)` itself: one call, not three (see the module's docstring)."""
 
     def append(event: dict[str, Any]) -> None:
         log_append(event)  # (first, as Journal.append: a client counted from now reads it in its snapshot)
-        s = server
-        if not s._nclients:
-            return
-        try:
-            c = s._ring_one
-            if (
-                c is None
-                or not c.fold
-                or s.quiet_linger
-                or s._held
-                or s._wake_pending
-                or s._nquiet != s._nclients
-                or type(event) is not dict
-                or (kind := event.get("k")) not in s._defer_kinds
-                or s._stand_in is not None
-                or len(pending) >= DEFER_EVENTS
-                or len(pending) >= s._cap
-            ):
-                s.publish(event, None)  # (looked up each time: a test or benchmark may wrap it)
-                return
-            # publish()'s branch for a held event of a fold client (server.publish), in line.
-            pending.append(event)
-            if kind == "request":
-                s._request_time = event.get("time")
-            elif kind in OUTCOME_KINDS:
-                asked, s._request_time = s._request_time, None
-                try:
-                    slow = event.get("time") - asked >= LONG_WAIT
-                except TypeError:
-                    pass
-                else:
-                    if slow != s._slow_model:
-                        s._fold_wants((bool(slow), s._slow_tools))
-            elif kind == "msg":
-                s._reply_at = _monotonic()
-            elif kind in _CLOSE:
-                s.fold_closes_held += 1
-            elif s._reply_at:
-                slow = _monotonic() - s._reply_at >= LONG_WAIT
-                s._reply_at = 0.0
-                if slow != s._slow_tools:
-                    s._fold_wants((s._slow_model, slow))
-            rings = s._held_rings
-            if rings:
-                holds = s._holds = s._holds + 1
-                now = _monotonic()
-                for ring in rings:
-                    total = ring._written + 1
-                    if total == ring.marked and now - ring.marked_at < s.mark_gap:
-                        continue
-                    try:
-                        q = ring.held_q
-                        if q is None:
-                            _HELD.pack_into(ring._mm, HELD_AT, holds, total)
-                        else:
-                            q[0] = holds
-                            q[1] = total
-                    except ValueError:
-                        continue
-                    ring.marked, ring.marked_at = total, now
-        except Exception:
-            s.publish_errors += 1  # (as publish(): nothing the probe does may break the agent)
+        if server._nclients:  # (publish()'s own first test, without the call)
+            server.publish(event, None)  # (looked up each time: a test or benchmark may wrap it)
 
     return append
-
-
-_CLOSE = frozenset(("turn_deferred", "turn"))
 
 
 def deferred_lane(journal: Any, server: Any) -> Callable[..., None]:
